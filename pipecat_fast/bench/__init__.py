@@ -1,0 +1,1 @@
+"""Bench and demo: stock Pipecat vs pipecat-fast, side by side on real audio."""

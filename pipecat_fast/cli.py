@@ -1,0 +1,75 @@
+"""``pipecat-fast`` command line: ``demo``, ``bench [SUITE]`` and ``lint``.
+
+Each command lives in its own module that exposes ``add_arguments(parser)`` and
+``run(args) -> int``; this file only routes to them, importing lazily so that
+``pipecat-fast lint`` does not load the audio stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("pipecat_fast.bench.demo", "real caller audio through a real Pipecat pipeline"),
+    "lint": ("pipecat_fast.lint.cli", "find prompt-cache busters in prompts and prompt code"),
+}
+
+BENCH_SUITES: dict[str, tuple[str, str]] = {
+    "pipeline": (
+        "pipecat_fast.bench.pipeline_bench",
+        "stock vs pipecat-fast configurations, interleaved call by call (default)",
+    ),
+    "sbd": (
+        "pipecat_fast.aggregator.evaluation",
+        "streaming sentence-boundary accuracy: ours vs Pipecat vs pySBD",
+    ),
+    "partials": (
+        "pipecat_fast.stabilizer.evaluation",
+        "prefill tokens re-read on real ASR partial sequences",
+    ),
+}
+
+
+def _build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipecat-fast", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    wanted = argv[0] if argv else None
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        if name == wanted:
+            importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    bench = sub.add_parser("bench", help="benchmarks; SUITE defaults to 'pipeline'")
+    suites = bench.add_subparsers(dest="suite", required=True)
+    wanted_suite = argv[1] if wanted == "bench" and len(argv) > 1 else None
+    for name, (module, help_text) in BENCH_SUITES.items():
+        p = suites.add_parser(name, help=help_text)
+        if name == wanted_suite:
+            importlib.import_module(module).add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``pipecat-fast`` script.
+
+    Args:
+        argv: Arguments without the program name; defaults to ``sys.argv[1:]``.
+
+    Returns:
+        The process exit code.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `pipecat-fast bench --calls 4` means the default suite.
+    if argv and argv[0] == "bench" and (len(argv) == 1 or argv[1] not in BENCH_SUITES):
+        if not (len(argv) > 1 and argv[1] in ("-h", "--help")):
+            argv.insert(1, "pipeline")
+    parser = _build_parser(argv)
+    args = parser.parse_args(argv)
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

