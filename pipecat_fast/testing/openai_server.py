@@ -1,0 +1,424 @@
+"""An OpenAI-compatible ``/v1/chat/completions`` streaming server on loopback.
+
+Pipecat's real ``OpenAILLMService(base_url=emulator.base_url, api_key="...")`` talks to it
+unchanged. Its time to first token follows a prefix-cache model::
+
+    TTFT = RTT + queue + uncached prompt tokens x prefill cost + first token
+
+with a real token-prefix cache (:class:`~pipecat_fast.testing.prefix_cache.PrefixCache`, TTL
+and LRU) over the request's o200k tokens, partitioned by model and ``prompt_cache_key``. Usage
+reports ``prompt_tokens_details.cached_tokens``. It streams scripted replies, looked up by the
+last user message, at the profile's decode rate.
+
+Besides the OpenAI routes it serves ``GET /_emulator/stats`` (every request's accounting),
+``POST /_emulator/reset`` (clear the cache and the records) and ``POST /_emulator/faults``
+(make the next requests fail with a given HTTP status), for benches and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import itertools
+import json
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from pipecat_fast.testing._loopback import bind_loopback, sleep_ms
+from pipecat_fast.testing.prefix_cache import PrefixCache
+from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
+from pipecat_fast.textnorm import normalize
+from pipecat_fast.tokens import encode, get_encoding
+
+_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+
+# Replies for user text the script does not know: realistic voice answers, several scripts.
+FALLBACK_REPLIES: tuple[str, ...] = (
+    "Sure, I can help with that. Could you tell me a little more about what you need?",
+    "Thanks for waiting. I have checked that for you, and everything looks fine on our side.",
+    "Claro, con gusto le ayudo. ¿Me puede dar su nombre completo, por favor?",
+    "जी हाँ, मैं आपकी मदद कर सकती हूँ। कृपया अपना नाम बताइए।",
+    "かしこまりました。ご予約の日時を教えていただけますか？",
+)
+
+
+@dataclass
+class RequestRecord:
+    """Accounting of one chat completion request (times in ms, tokens in o200k tokens)."""
+
+    id: str
+    namespace: str
+    prompt_tokens: int
+    cached_tokens: int
+    max_tokens: int | None
+    stream: bool
+    model_ttft_ms: float
+    started_at: float
+    completion_tokens: int = 0
+    status: int = 200
+    cancelled: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uncached_tokens(self) -> int:
+        """Prompt tokens that had to be prefilled."""
+        return self.prompt_tokens - self.cached_tokens
+
+
+class RequestError(Exception):
+    """A malformed request, answered with the provider's own error shape."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400):
+        super().__init__(message)
+        self.param = param
+        self.status = status
+
+
+def openai_error(message: str, *, status: int, param: str | None = None) -> web.Response:
+    """An error response in OpenAI's shape (``{"error": {"message", "type", ...}}``)."""
+    kind = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        429: "rate_limit_exceeded",
+    }.get(status, "server_error")
+    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return web.json_response(body, status=status)
+
+
+def content_text(content: Any) -> str:
+    """The text of a message ``content``: a string, or a list of ``{"type": "text"}`` parts.
+
+    Raises:
+        RequestError: If the content is neither.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict):
+                raise RequestError("content parts must be objects", "messages")
+            if part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            else:
+                parts.append(json.dumps(part, ensure_ascii=False, sort_keys=True))
+        return "".join(parts)
+    raise RequestError("content must be a string or a list of parts", "messages")
+
+
+def render_chat_prompt(messages: list[dict[str, Any]], tools: Any = None) -> str:
+    """The prompt as the model reads it: tools first, then ChatML-style messages.
+
+    Tools are serialized exactly as sent (key order kept), so reordering them busts the
+    cache as it does on the hosted APIs ("tools ... must be identical between requests").
+    """
+    pieces = []
+    if tools:
+        pieces.append("<|tools|>" + json.dumps(tools, ensure_ascii=False) + "\n")
+    for message in messages:
+        text = content_text(message.get("content"))
+        if message.get("tool_calls"):
+            text += json.dumps(message["tool_calls"], ensure_ascii=False)
+        pieces.append(f"<|im_start|>{message['role']}\n{text}<|im_end|>\n")
+    return "".join(pieces)
+
+
+def validate_chat_request(body: Any) -> dict[str, Any]:
+    """Check the fields the emulator relies on.
+
+    Returns:
+        The request body.
+
+    Raises:
+        RequestError: Naming the offending parameter.
+    """
+    if not isinstance(body, dict):
+        raise RequestError("request body must be a JSON object")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise RequestError("you must provide a model parameter", "model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages must be a non-empty array", "messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise RequestError(f"messages[{i}] needs a valid role", f"messages[{i}].role")
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise RequestError(f"{name} must be a positive integer", name)
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise RequestError("tools must be an array", "tools")
+    return body
+
+
+class ReplyBook:
+    """Scripted replies looked up by the last user message (case/punctuation-insensitive)."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]] = ()):
+        self._replies: dict[str, str] = {}
+        self.add(pairs)
+
+    def add(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Add ``(user text, reply)`` pairs."""
+        for user_text, reply in pairs:
+            self._replies[normalize(user_text)] = reply
+
+    def reply_for(self, messages: list[dict[str, Any]]) -> str:
+        """The scripted reply to the last user message, else a stable fallback reply."""
+        user_text = ""
+        for message in reversed(messages):
+            if message.get("role") == "user":
+                user_text = content_text(message.get("content"))
+                break
+        key = normalize(user_text)
+        if key in self._replies:
+            return self._replies[key]
+        return FALLBACK_REPLIES[zlib.crc32(key.encode("utf-8")) % len(FALLBACK_REPLIES)]
+
+
+def stream_pieces(text: str, max_tokens: int | None) -> tuple[list[str], str]:
+    """Split a reply into the text deltas a streaming API sends, one per o200k token.
+
+    A token that ends inside a UTF-8 sequence is held until the sequence completes, as the
+    hosted APIs do (deltas are always valid text).
+
+    Returns:
+        The deltas (at most ``max_tokens`` tokens' worth) and the finish reason
+        (``"stop"`` or ``"length"``).
+    """
+    enc = get_encoding()
+    tokens = encode(text)
+    finish = "stop"
+    if max_tokens is not None and len(tokens) > max_tokens:
+        tokens, finish = tokens[:max_tokens], "length"
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces = [decoder.decode(enc.decode_single_token_bytes(t)) for t in tokens]
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        pieces.append(tail)
+    return pieces, finish
+
+
+class OpenAIEmulator:
+    """OpenAI-compatible chat completions on loopback, with a prefix-cache latency model.
+
+    Use as an async context manager::
+
+        async with OpenAIEmulator(SAME_REGION, replies=[("hi", "Hello!")]) as llm:
+            service = OpenAILLMService(api_key="x", base_url=llm.base_url)
+
+    Args:
+        profile: Latency model (ms figures with their sources).
+        replies: ``(user text, reply)`` pairs to stream.
+        cache: The prefix cache; defaults to OpenAI's rules (128-token blocks from 1,024).
+        port: TCP port on 127.0.0.1; 0 picks a free one.
+    """
+
+    def __init__(
+        self,
+        profile: LatencyProfile = SAME_REGION,
+        *,
+        replies: Iterable[tuple[str, str]] = (),
+        cache: PrefixCache | None = None,
+        port: int = 0,
+    ):
+        self.profile = profile
+        self.replies = ReplyBook(replies)
+        self.cache = cache or PrefixCache()
+        self.requests: list[RequestRecord] = []
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        self._faults: list[int] = []
+        self._ids = itertools.count(1)
+
+    @property
+    def port(self) -> int:
+        """The bound port (valid after :meth:`start`)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``, for ``OpenAILLMService(base_url=...)``."""
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def fail_next(self, status: int, count: int = 1) -> None:
+        """Answer the next ``count`` requests with HTTP ``status`` (e.g. 429, 500)."""
+        self._faults.extend([status] * count)
+
+    def reset(self) -> None:
+        """Clear the prefix cache, the request records and pending faults."""
+        self.cache.clear()
+        self.requests.clear()
+        self._faults.clear()
+
+    async def start(self) -> None:
+        """Bind and serve."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_get("/_emulator/stats", self._stats)
+        app.router.add_post("/_emulator/reset", self._reset)
+        app.router.add_post("/_emulator/faults", self._set_faults)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        sock = bind_loopback(self._port)
+        self._port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> OpenAIEmulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- routes ---------------------------------------------------------------------------
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        records = [asdict(r) | {"uncached_tokens": r.uncached_tokens} for r in self.requests]
+        return web.json_response({"requests": records, "cache": asdict(self.cache.stats)})
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"ok": True})
+
+    async def _set_faults(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            self.fail_next(int(body["status"]), int(body.get("count", 1)))
+        except (ValueError, KeyError, TypeError) as e:
+            return openai_error(f"bad faults request: {e}", status=400)
+        return web.json_response({"ok": True})
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        started = time.monotonic()
+        try:
+            body = validate_chat_request(await request.json())
+            prompt = render_chat_prompt(body["messages"], body.get("tools"))
+        except json.JSONDecodeError as e:
+            return openai_error(f"invalid JSON body: {e}", status=400)
+        except RequestError as e:
+            return openai_error(str(e), status=e.status, param=e.param)
+        if self._faults:
+            status = self._faults.pop(0)
+            logger.debug(f"OpenAIEmulator: injected HTTP {status}")
+            return openai_error(f"injected fault {status}", status=status)
+
+        tokens = encode(prompt)
+        namespace = f"{body['model']}|{body.get('prompt_cache_key') or ''}"
+        cached = self.cache.lookup(namespace, tokens, started)
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        record = RequestRecord(
+            id=f"chatcmpl-emu{next(self._ids)}",
+            namespace=namespace,
+            prompt_tokens=len(tokens),
+            cached_tokens=cached,
+            max_tokens=max_tokens,
+            stream=bool(body.get("stream")),
+            model_ttft_ms=self.profile.llm_ttft_ms(len(tokens) - cached),
+            started_at=time.time(),
+        )
+        self.requests.append(record)
+
+        p = self.profile
+        # Request travels up, waits in the queue, is prefilled; then the cache holds it even
+        # if the client has gone (a cancelled request still paid for its prefill).
+        await sleep_ms(
+            p.rtt_ms / 2 + p.llm_queue_ms + record.uncached_tokens * p.llm_prefill_ms_per_token
+        )
+        self.cache.insert(namespace, tokens, time.monotonic())
+        await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
+
+        pieces, finish = stream_pieces(self.replies.reply_for(body["messages"]), max_tokens)
+        record.completion_tokens = len(pieces)
+        if not record.stream:
+            await sleep_ms(1000.0 * max(0, len(pieces) - 1) / p.llm_decode_tokens_per_s)
+            return web.json_response(self._completion(record, body["model"], pieces, finish))
+        return await self._stream(request, record, body, pieces, finish)
+
+    # -- responses ------------------------------------------------------------------------
+
+    def _usage(self, record: RequestRecord) -> dict[str, Any]:
+        return {
+            "prompt_tokens": record.prompt_tokens,
+            "completion_tokens": record.completion_tokens,
+            "total_tokens": record.prompt_tokens + record.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": record.cached_tokens},
+        }
+
+    def _completion(
+        self, record: RequestRecord, model: str, pieces: list[str], finish: str
+    ) -> dict[str, Any]:
+        message = {"role": "assistant", "content": "".join(pieces)}
+        return {
+            "id": record.id,
+            "object": "chat.completion",
+            "created": int(record.started_at),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": self._usage(record),
+        }
+
+    async def _stream(
+        self,
+        request: web.Request,
+        record: RequestRecord,
+        body: dict[str, Any],
+        pieces: list[str],
+        finish: str,
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+            payload = {
+                "id": record.id,
+                "object": "chat.completion.chunk",
+                "created": int(record.started_at),
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+            return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+        interval_ms = 1000.0 / self.profile.llm_decode_tokens_per_s
+        try:
+            await response.write(chunk({"role": "assistant", "content": ""}))
+            for i, piece in enumerate(pieces):
+                if i:
+                    await sleep_ms(interval_ms)
+                if piece:
+                    await response.write(chunk({"content": piece}))
+            await response.write(chunk({}, finish))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                # OpenAI sends usage in a last chunk with an empty choices list.
+                usage = {
+                    "id": record.id,
+                    "object": "chat.completion.chunk",
+                    "created": int(record.started_at),
+                    "model": body["model"],
+                    "choices": [],
+                    "usage": self._usage(record),
+                }
+                await response.write(f"data: {json.dumps(usage)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionResetError:
+            record.cancelled = True
+            logger.debug(f"OpenAIEmulator: client went away during {record.id}")
+        except asyncio.CancelledError:
+            record.cancelled = True
+            raise
+        return response
