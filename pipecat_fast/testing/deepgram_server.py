@@ -1,0 +1,408 @@
+"""A Deepgram-compatible live transcription WebSocket server on loopback.
+
+Speaks Deepgram's ``/v1/listen`` streaming protocol, so Pipecat's real
+``DeepgramSTTService(api_key=..., base_url="ws://127.0.0.1:PORT")`` runs unchanged: binary
+linear16 audio in; ``Results`` messages with interim (``is_final: false``) and final
+transcripts out; ``KeepAlive``, ``Finalize`` (answered with ``from_finalize: true``) and
+``CloseStream`` control messages.
+
+It does not recognize speech. It knows the call's script — what each utterance says, with
+word timings relative to the utterance's speech onset — and aligns it to the audio it
+actually receives: an energy detector finds the onset of each utterance in the stream (the
+n-th onset is the n-th scripted utterance), and the audio clock (bytes received) decides when
+each word has been heard. Interim transcripts follow the words heard so far (or scripted
+revising partials, replayed at their audio times); the final comes ``stt_final_ms`` + RTT
+after the utterance's end of speech. The script is chosen per connection by Deepgram's
+``tag`` query parameter (``DeepgramSTTService(tag=...)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+from loguru import logger
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from pipecat_fast.testing._loopback import WebSocketEmulator
+from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
+
+# RMS (int16 full scale 32767) above which a 20 ms frame counts as speech, and how many
+# consecutive speech frames make an onset. Our choice for clean synthetic caller audio.
+ONSET_RMS = 300.0
+ONSET_FRAMES = 2
+FRAME_S = 0.02
+# Silence (s) required after an utterance's scripted end before the next onset counts.
+MIN_GAP_S = 0.3
+# Interim results are cheaper than finals: processing time before one is sent (our choice).
+INTERIM_PROCESSING_MS = 50.0
+
+
+@dataclass(frozen=True)
+class ScriptedWord:
+    """A word of an utterance, times in s relative to its speech onset."""
+
+    text: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class ScriptedUtterance:
+    """What the caller says in one utterance, as the STT emulator should transcribe it.
+
+    Parameters:
+        text: The final transcript (punctuated).
+        words: Word timings relative to the speech onset (s).
+        partials: Optional revising interim hypotheses ``(s after onset, text)`` replayed
+            instead of the word-by-word interims (e.g. real ASR revision structure).
+    """
+
+    text: str
+    words: tuple[ScriptedWord, ...]
+    partials: tuple[tuple[float, str], ...] = ()
+
+    @property
+    def duration_s(self) -> float:
+        """Onset to end of speech (s)."""
+        return self.words[-1].end_s if self.words else 0.0
+
+
+@dataclass
+class SentResult:
+    """A result the emulator sent (for tests and bench accounting)."""
+
+    sent_at: float
+    audio_time_s: float
+    is_final: bool
+    transcript: str
+    from_finalize: bool = False
+
+
+def interim_events(utterance: ScriptedUtterance, interval_s: float) -> list[tuple[float, str]]:
+    """Interim transcripts of an utterance as ``(s after onset, text)``, no repeats.
+
+    Uses the scripted partials when the utterance has them, else the words whose end has
+    been heard, every ``interval_s`` of audio.
+    """
+    if utterance.partials:
+        events = list(utterance.partials)
+    else:
+        events = []
+        t = interval_s
+        while t < utterance.duration_s:
+            heard = [w.text for w in utterance.words if w.end_s <= t]
+            events.append((t, " ".join(heard)))
+            t += interval_s
+    out: list[tuple[float, str]] = []
+    for t, text in events:
+        if text.strip() and (not out or out[-1][1] != text):
+            out.append((t, text))
+    return out
+
+
+class OnsetDetector:
+    """Finds speech onsets in 16-bit mono PCM fed in arbitrary pieces. Pure, no clock."""
+
+    def __init__(self, sample_rate: int):
+        self.sample_rate = sample_rate
+        self._frame_bytes = int(sample_rate * FRAME_S) * 2
+        self._pending = b""
+        self._frames = 0
+        self._run = 0
+
+    @property
+    def audio_time_s(self) -> float:
+        """Audio received so far, in whole frames (s)."""
+        return self._frames * FRAME_S
+
+    def feed(self, pcm: bytes) -> list[float]:
+        """Add audio; returns onset times (s of audio) detected in it."""
+        self._pending += pcm
+        onsets = []
+        while len(self._pending) >= self._frame_bytes:
+            frame, self._pending = (
+                self._pending[: self._frame_bytes],
+                self._pending[self._frame_bytes :],
+            )
+            samples = np.frombuffer(frame, dtype="<i2").astype(np.float32)
+            loud = float(np.sqrt(np.mean(samples * samples))) > ONSET_RMS
+            self._frames += 1
+            self._run = self._run + 1 if loud else 0
+            if self._run == ONSET_FRAMES:
+                onsets.append((self._frames - ONSET_FRAMES) * FRAME_S)
+        return onsets
+
+
+class _Session:
+    """One connection: audio clock, script position and pending results."""
+
+    def __init__(self, emulator: DeepgramEmulator, script: Sequence[ScriptedUtterance], rate: int):
+        self.emulator = emulator
+        self.script = script
+        self.detector = OnsetDetector(rate)
+        self.request_id = str(uuid.uuid4())
+        self.index = -1  # utterance being heard
+        self.onset = 0.0
+        self.busy_until = -1.0  # audio time before which no new onset is taken
+        self.events: list[tuple[float, str, bool]] = []  # (audio time, text, is_final)
+        self.finalized_words = 0
+        self.final_pending = False
+        self.finalize_requested = False
+        self.outbox: asyncio.Queue[tuple[float, dict[str, Any]] | None] = asyncio.Queue()
+
+    def on_audio(self, pcm: bytes) -> None:
+        for onset in self.detector.feed(pcm):
+            if onset >= self.busy_until:
+                self._start_utterance(onset)
+        now = self.detector.audio_time_s
+        while self.events and self.events[0][0] <= now:
+            at, text, is_final = self.events.pop(0)
+            if is_final:
+                self._send_final(at, finalize=False)
+            else:
+                self._send(at, text, is_final=False, delay_ms=INTERIM_PROCESSING_MS)
+
+    def on_finalize(self) -> None:
+        """Finalize what has been heard now (Deepgram's ``Finalize``)."""
+        if self.index < 0 or self.index >= len(self.script):
+            self._send(self.detector.audio_time_s, "", is_final=True, from_finalize=True)
+            return
+        if self.final_pending or self.events:
+            self._send_final(self.detector.audio_time_s, finalize=True)
+        else:
+            self._send(self.detector.audio_time_s, "", is_final=True, from_finalize=True)
+
+    def _start_utterance(self, onset: float) -> None:
+        self.index += 1
+        if self.index >= len(self.script):
+            logger.warning(
+                f"DeepgramEmulator: speech at {onset:.2f}s beyond the {len(self.script)} "
+                "scripted utterances; not transcribed"
+            )
+            self.busy_until = float("inf")
+            return
+        utterance = self.script[self.index]
+        self.onset = onset
+        self.finalized_words = 0
+        self.final_pending = True
+        interval = self.emulator.profile.stt_interim_interval_ms / 1000.0
+        self.events = [(onset + t, text, False) for t, text in interim_events(utterance, interval)]
+        self.events.append((onset + utterance.duration_s, utterance.text, True))
+        self.busy_until = onset + utterance.duration_s + MIN_GAP_S
+
+    def _send_final(self, at: float, *, finalize: bool) -> None:
+        """Final for the words heard up to ``at`` that no earlier final covered."""
+        utterance = self.script[self.index]
+        heard = [w for w in utterance.words if w.end_s <= at - self.onset + 1e-6]
+        complete = len(heard) == len(utterance.words)
+        words = utterance.words[self.finalized_words : len(heard)]
+        if complete:
+            # The end of speech: the punctuated transcript for whatever is left.
+            text = utterance.text if self.finalized_words == 0 else " ".join(w.text for w in words)
+            self.events = []
+            self.final_pending = False
+        else:
+            text = " ".join(w.text for w in words)
+            # Interims before this point are superseded by the final.
+            self.events = [e for e in self.events if e[0] > at]
+        self.finalized_words = len(heard)
+        self._send(at, text, is_final=True, from_finalize=finalize, words=words)
+
+    def _send(
+        self,
+        at: float,
+        text: str,
+        *,
+        is_final: bool,
+        from_finalize: bool = False,
+        delay_ms: float | None = None,
+        words: Sequence[ScriptedWord] = (),
+    ) -> None:
+        p = self.emulator.profile
+        delay = p.rtt_ms + (p.stt_final_ms if delay_ms is None else delay_ms)
+        payload = {
+            "type": "Results",
+            "channel_index": [0, 1],
+            "duration": round(max(0.0, at - self.onset), 3),
+            "start": round(self.onset, 3),
+            "is_final": is_final,
+            "speech_final": is_final and not from_finalize,
+            "from_finalize": from_finalize,
+            "channel": {
+                "alternatives": [
+                    {
+                        "transcript": text,
+                        "confidence": 0.98,
+                        "words": [
+                            {
+                                "word": w.text.strip(".,!?").lower(),
+                                "start": round(self.onset + w.start_s, 3),
+                                "end": round(self.onset + w.end_s, 3),
+                                "confidence": 0.98,
+                                "punctuated_word": w.text,
+                            }
+                            for w in words
+                        ],
+                    }
+                ]
+            },
+            "metadata": {
+                "request_id": self.request_id,
+                "model_info": {"name": "emulated", "version": "0", "arch": "emulator"},
+                "model_uuid": "00000000-0000-0000-0000-000000000000",
+            },
+        }
+        self.outbox.put_nowait((time.monotonic() + delay / 1000.0, payload))
+        self.emulator.results.append(SentResult(time.time(), at, is_final, text, from_finalize))
+
+
+class DeepgramEmulator(WebSocketEmulator):
+    """Deepgram live transcription on 127.0.0.1.
+
+    Args:
+        profile: Latency model: ``rtt_ms``, ``stt_final_ms``, ``stt_interim_interval_ms``.
+        scripts: Call id (the ``tag`` query parameter) to its utterances, in order.
+        default_script: Utterances for connections without a known ``tag``.
+        port: TCP port; 0 picks a free one.
+
+    Attributes:
+        results: Every result sent, in order (for tests and bench accounting).
+    """
+
+    def __init__(
+        self,
+        profile: LatencyProfile = SAME_REGION,
+        *,
+        scripts: Mapping[str, Sequence[ScriptedUtterance]] | None = None,
+        default_script: Sequence[ScriptedUtterance] = (),
+        port: int = 0,
+    ):
+        super().__init__(port=port)
+        self.profile = profile
+        self.scripts: dict[str, Sequence[ScriptedUtterance]] = dict(scripts or {})
+        self.default_script = default_script
+        self.results: list[SentResult] = []
+
+    @property
+    def base_url(self) -> str:
+        """``ws://127.0.0.1:PORT``, for ``DeepgramSTTService(base_url=...)``."""
+        return f"ws://127.0.0.1:{self.port}"
+
+    async def check_request(
+        self, connection: ServerConnection, request: Request
+    ) -> Response | None:
+        """Reject handshakes Deepgram would reject: path, auth, audio format."""
+        url = urlsplit(request.path)
+        query = parse_qs(url.query)
+        if url.path != "/v1/listen":
+            return connection.respond(404, "not found\n")
+        if not request.headers.get("Authorization"):
+            return connection.respond(401, "missing Authorization header\n")
+        if query.get("encoding", ["linear16"])[0] != "linear16":
+            return connection.respond(400, "only encoding=linear16 is emulated\n")
+        rate = query.get("sample_rate", [""])[0]
+        if not rate.isdigit() or not 8000 <= int(rate) <= 48000:
+            return connection.respond(400, "sample_rate must be an integer in [8000, 48000]\n")
+        if query.get("channels", ["1"])[0] != "1":
+            return connection.respond(400, "only mono audio is emulated\n")
+        return None
+
+    async def handle(self, connection: ServerConnection) -> None:
+        """Transcribe one stream until ``CloseStream`` or disconnect."""
+        query = parse_qs(urlsplit(connection.request.path).query)
+        tag = query.get("tag", [""])[0]
+        script = self.scripts.get(tag, self.default_script)
+        if tag and tag not in self.scripts:
+            logger.warning(f"DeepgramEmulator: no script for tag {tag!r}; using the default")
+        session = _Session(self, script, int(query["sample_rate"][0]))
+        sender = asyncio.create_task(self._sender(connection, session))
+        try:
+            async for message in connection:
+                if isinstance(message, bytes):
+                    session.on_audio(message)
+                elif not await self._on_control(connection, session, message):
+                    break
+        except ConnectionClosed:
+            pass
+        finally:
+            session.outbox.put_nowait(None)
+            try:
+                await asyncio.wait_for(sender, timeout=5.0)
+            except (TimeoutError, ConnectionClosed):
+                sender.cancel()
+
+    async def _on_control(self, connection: ServerConnection, session: _Session, raw: str) -> bool:
+        """Handle a JSON control message; False ends the stream."""
+        try:
+            kind = json.loads(raw).get("type")
+        except (ValueError, AttributeError):
+            kind = None
+        if kind == "KeepAlive":
+            return True
+        if kind == "Finalize":
+            session.on_finalize()
+            return True
+        if kind == "CloseStream":
+            return False
+        error = {
+            "type": "Error",
+            "variant": "invalid_message",
+            "description": f"unsupported control message: {raw[:80]!r}",
+        }
+        await connection.send(json.dumps(error))
+        return True
+
+    async def _sender(self, connection: ServerConnection, session: _Session) -> None:
+        """Send results in order, each no earlier than its due time."""
+        while True:
+            item = await session.outbox.get()
+            if item is None:
+                break
+            due, payload = item
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await connection.send(json.dumps(payload, ensure_ascii=False))
+        metadata = {
+            "type": "Metadata",
+            "transaction_key": "deprecated",
+            "request_id": session.request_id,
+            "sha256": "0" * 64,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "duration": session.detector.audio_time_s,
+            "channels": 1,
+        }
+        try:
+            await connection.send(json.dumps(metadata))
+        except ConnectionClosed:
+            pass
+
+
+def utterance_from_words(
+    text: str, words: Sequence[tuple[str, float, float]], partials: Sequence[tuple[float, str]] = ()
+) -> ScriptedUtterance:
+    """Build a :class:`ScriptedUtterance` from ``(word, start_s, end_s)`` relative to onset."""
+    return ScriptedUtterance(
+        text=text,
+        words=tuple(ScriptedWord(w, float(a), float(b)) for w, a, b in words),
+        partials=tuple((float(t), p) for t, p in partials),
+    )
+
+
+__all__ = [
+    "DeepgramEmulator",
+    "OnsetDetector",
+    "ScriptedUtterance",
+    "ScriptedWord",
+    "SentResult",
+    "interim_events",
+    "utterance_from_words",
+]

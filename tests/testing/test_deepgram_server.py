@@ -1,0 +1,151 @@
+"""The Deepgram emulator, driven by Pipecat's real DeepgramSTTService."""
+
+import json
+
+import pytest
+import websockets
+from pipecat.frames.frames import (
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.services.deepgram.stt import DeepgramSTTService
+from pipecat.tests.utils import SleepFrame, run_test
+
+from pipecat_fast.testing.deepgram_server import (
+    DeepgramEmulator,
+    OnsetDetector,
+    ScriptedUtterance,
+    interim_events,
+    utterance_from_words,
+)
+from pipecat_fast.testing.profiles import LatencyProfile
+from pipecat_fast.testing.synth import plan_speech, render_pcm
+
+FAST = LatencyProfile("test", 0, 0, 250, 0, 0.0, 0, 10_000, 0)
+RATE = 16000
+
+
+def scripted(text: str) -> tuple[ScriptedUtterance, bytes]:
+    """An utterance and matching audio: the synthetic speech's own word timings."""
+    words, duration = plan_speech(text)
+    utterance = utterance_from_words(text, [(w.text, w.start_s, w.end_s) for w in words])
+    return utterance, render_pcm(words, duration, RATE)
+
+
+def silence(seconds: float) -> bytes:
+    return b"\x00\x00" * int(RATE * seconds)
+
+
+def audio_frames(pcm: bytes, chunk_ms: int = 20):
+    step = RATE * 2 * chunk_ms // 1000
+    return [InputAudioRawFrame(pcm[i : i + step], RATE, 1) for i in range(0, len(pcm), step)]
+
+
+def stt(emulator, tag):
+    return DeepgramSTTService(api_key="test-key", base_url=emulator.base_url, tag=tag)
+
+
+async def test_pipecat_deepgram_service_gets_interims_then_the_final_per_utterance():
+    first, first_audio = scripted("I would like to book a cleaning for next Tuesday.")
+    second, second_audio = scripted("Yes, nine thirty works.")
+    async with DeepgramEmulator(FAST, scripts={"call-1": [first, second]}) as emulator:
+        pcm = silence(0.4) + first_audio + silence(1.0) + second_audio + silence(0.5)
+        down, _ = await run_test(
+            stt(emulator, "call-1"),
+            frames_to_send=[*audio_frames(pcm), SleepFrame(0.5)],
+        )
+    finals = [f.text for f in down if isinstance(f, TranscriptionFrame)]
+    interims = [f.text for f in down if isinstance(f, InterimTranscriptionFrame)]
+    assert finals == [first.text, second.text]
+    assert interims, "interim transcripts expected"
+    assert interims[0] in first.text and len(interims) >= 4
+    # Each interim of the first utterance extends the previous one (word by word).
+    first_interims = interims[: interims.index(next(i for i in interims if "Yes" in i))]
+    assert all(b.startswith(a) for a, b in zip(first_interims, first_interims[1:], strict=False))
+
+
+async def test_finalize_after_the_final_answers_with_an_empty_from_finalize_result():
+    utterance, audio = scripted("Cancel my appointment please.")
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        frames = [*audio_frames(silence(0.2) + audio + silence(0.4)), SleepFrame(0.3)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
+        await run_test(stt(emulator, "c"), frames_to_send=frames)
+    kinds = [(r.is_final, r.from_finalize, r.transcript) for r in emulator.results]
+    assert (True, False, utterance.text) in kinds
+    assert kinds[-1] == (True, True, "")
+
+
+async def test_finalize_mid_utterance_finalizes_the_words_heard_so_far():
+    utterance, audio = scripted("Please move my cleaning to Friday morning instead.")
+    half = len(audio) // 2 // 2 * 2
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        frames = [*audio_frames(silence(0.2) + audio[:half]), SleepFrame(0.2)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.2)]
+        frames += [*audio_frames(audio[half:] + silence(0.3)), SleepFrame(0.3)]
+        down, _ = await run_test(stt(emulator, "c"), frames_to_send=frames)
+    finals = [f.text for f in down if isinstance(f, TranscriptionFrame)]
+    assert len(finals) == 2
+    assert " ".join(finals).split() == utterance.text.split()
+
+
+async def test_scripted_revising_partials_are_replayed_in_order():
+    words, duration = plan_speech("book it for nine")
+    partials = [(0.3, "look"), (0.5, "book it"), (0.8, "book it for mine"), (0.9, "book it for nine")]
+    utterance = utterance_from_words(
+        "Book it for nine.", [(w.text, w.start_s, w.end_s) for w in words], partials
+    )
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        pcm = silence(0.2) + render_pcm(words, duration, RATE) + silence(0.4)
+        down, _ = await run_test(stt(emulator, "c"), frames_to_send=[*audio_frames(pcm), SleepFrame(0.4)])
+    interims = [f.text for f in down if isinstance(f, InterimTranscriptionFrame)]
+    assert interims == [p for t, p in partials if t < duration]
+
+
+@pytest.mark.parametrize(
+    "query, status",
+    [
+        ("encoding=mulaw&sample_rate=16000", 400),
+        ("encoding=linear16&sample_rate=abc", 400),
+        ("encoding=linear16&sample_rate=16000&channels=2", 400),
+    ],
+)
+async def test_bad_handshakes_are_rejected_like_deepgram(query, status):
+    async with DeepgramEmulator(FAST) as emulator:
+        url = f"{emulator.base_url}/v1/listen?{query}"
+        with pytest.raises(websockets.exceptions.InvalidStatus) as info:
+            async with websockets.connect(url, additional_headers={"Authorization": "Token k"}):
+                pass
+    assert info.value.response.status_code == status
+
+
+async def test_malformed_control_message_gets_an_error_and_the_stream_continues():
+    async with DeepgramEmulator(FAST) as emulator:
+        url = f"{emulator.base_url}/v1/listen?encoding=linear16&sample_rate=16000"
+        async with websockets.connect(url, additional_headers={"Authorization": "Token k"}) as ws:
+            await ws.send("{nope")
+            error = json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "KeepAlive"}))
+            await ws.send(json.dumps({"type": "CloseStream"}))
+            closing = json.loads(await ws.recv())
+    assert error["type"] == "Error"
+    assert closing["type"] == "Metadata"
+
+
+def test_onset_detector_finds_speech_after_silence_in_any_chunking():
+    _, audio = scripted("Hello there.")
+    pcm = silence(0.5) + audio + silence(0.5) + audio
+    for chunk in (320, 1234, len(pcm)):
+        detector = OnsetDetector(RATE)
+        onsets = [t for i in range(0, len(pcm), chunk) for t in detector.feed(pcm[i : i + chunk])]
+        assert onsets[0] == pytest.approx(0.5, abs=0.03)
+        assert len(onsets) >= 2
+
+
+def test_interim_events_grow_word_by_word_and_skip_repeats():
+    utterance, _ = scripted("one two three four five")
+    events = interim_events(utterance, 0.1)
+    texts = [t for _, t in events]
+    assert texts[-1] in ("one two three four", "one two three four five")
+    assert len(set(texts)) == len(texts)
