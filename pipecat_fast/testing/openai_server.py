@@ -381,7 +381,6 @@ class OpenAIEmulator:
         finish: str,
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
             payload = {
@@ -395,6 +394,7 @@ class OpenAIEmulator:
 
         interval_ms = 1000.0 / self.profile.llm_decode_tokens_per_s
         try:
+            await response.prepare(request)
             await response.write(chunk({"role": "assistant", "content": ""}))
             for i, piece in enumerate(pieces):
                 if i:

@@ -84,6 +84,7 @@ class TTFAObserver(BaseObserver):
         self._ttfa_open: TurnRecord | None = None  # caller stopped, no bot audio yet
         self._ttfa_last: TurnRecord | None = None  # last answered turn (late usage lands here)
         self._ttfa_usage_pending = False
+        self._ttfa_final_at: float | None = None  # last final transcript of the caller's turn
         self._ttfa_turn_index = 0
         self._register_event_handler("on_turn_measured")
 
@@ -126,11 +127,11 @@ class TTFAObserver(BaseObserver):
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             if data.first_push:
                 self._on_user_stopped(frame)
+        elif isinstance(frame, TranscriptionFrame):
+            if data.first_push:
+                self._on_final_transcript()
         elif self._ttfa_open is None:
             return
-        elif isinstance(frame, TranscriptionFrame):
-            if data.first_push and "turn_confirmed" not in self._ttfa_open.marks:
-                self._ttfa_open.marks["final_transcript"] = self._ttfa_now()
         elif isinstance(frame, UserStoppedSpeakingFrame):
             if data.first_push:
                 self._mark_once("turn_confirmed")
@@ -169,12 +170,25 @@ class TTFAObserver(BaseObserver):
         self._ttfa_open = None
 
     def _on_user_stopped(self, frame: VADUserStoppedSpeakingFrame) -> None:
+        marks = {"vad_stopped": frame.timestamp}
+        # A fast STT finalizes inside the VAD's silence window, before the turn opens.
+        if self._ttfa_final_at is not None:
+            marks["final_transcript"] = self._ttfa_final_at
         self._ttfa_open = TurnRecord(
             turn=self._ttfa_turn_index,
             user_stopped_at=frame.timestamp - frame.stop_secs,
-            marks={"vad_stopped": frame.timestamp},
+            marks=marks,
         )
         self._ttfa_usage_pending = False
+
+    def _on_final_transcript(self) -> None:
+        # The last final before the turn is confirmed is the one the turn waited for.
+        now = self._ttfa_now()
+        if self._ttfa_open is None:
+            self._ttfa_final_at = now
+        elif "turn_confirmed" not in self._ttfa_open.marks:
+            self._ttfa_open.marks["final_transcript"] = now
+            self._ttfa_final_at = now
 
     def _mark_once(self, mark: str) -> None:
         if self._ttfa_open is not None and mark not in self._ttfa_open.marks:
@@ -190,6 +204,7 @@ class TTFAObserver(BaseObserver):
         if record is None or "llm_request" not in record.marks:
             return
         record.marks["first_audio_out"] = self._ttfa_now()
+        self._ttfa_final_at = None
         self.turns.append(record)
         self._ttfa_last = record
         self._ttfa_open = None

@@ -92,13 +92,20 @@ async def test_finalize_mid_utterance_finalizes_the_words_heard_so_far():
 
 async def test_scripted_revising_partials_are_replayed_in_order():
     words, duration = plan_speech("book it for nine")
-    partials = [(0.3, "look"), (0.5, "book it"), (0.8, "book it for mine"), (0.9, "book it for nine")]
+    partials = [
+        (0.3, "look"),
+        (0.5, "book it"),
+        (0.8, "book it for mine"),
+        (0.9, "book it for nine"),
+    ]
     utterance = utterance_from_words(
         "Book it for nine.", [(w.text, w.start_s, w.end_s) for w in words], partials
     )
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
         pcm = silence(0.2) + render_pcm(words, duration, RATE) + silence(0.4)
-        down, _ = await run_test(stt(emulator, "c"), frames_to_send=[*audio_frames(pcm), SleepFrame(0.4)])
+        down, _ = await run_test(
+            stt(emulator, "c"), frames_to_send=[*audio_frames(pcm), SleepFrame(0.4)]
+        )
     interims = [f.text for f in down if isinstance(f, InterimTranscriptionFrame)]
     assert interims == [p for t, p in partials if t < duration]
 

@@ -254,3 +254,17 @@ async def test_in_a_real_pipeline_with_pipecat_llm_and_tts_services():
     ]
     assert list(marks.values()) == sorted(marks.values())
     assert sum(turn.stages_ms().values()) == pytest.approx(turn.ttfa_ms)
+
+
+async def test_final_transcript_inside_the_vad_window_is_marked_and_costs_nothing():
+    clock = Clock()
+    obs = TTFAObserver(time_source=clock)
+    # STT finalizes 120 ms after end of speech; VAD reports the stop 200 ms after it.
+    await push(obs, clock, 9.92, TranscriptionFrame("nine please", "u", "t"))
+    await push(obs, clock, 10.0, VADUserStoppedSpeakingFrame(stop_secs=0.2, timestamp=10.0))
+    await push(obs, clock, 10.1, UserStoppedSpeakingFrame())
+    await push(obs, clock, 10.2, LLMContextFrame(LLMContext()), destination=LLM)
+    await push(obs, clock, 10.5, BotStartedSpeakingFrame())
+    [turn] = obs.turns
+    assert turn.marks_ms()["final_transcript"] == pytest.approx(120)
+    assert turn.stages_ms()["stt_final"] == 0.0

@@ -1,0 +1,162 @@
+"""The bench's voice-agent pipeline, built from the real Pipecat services.
+
+Frames flow: caller transport -> ``DeepgramSTTService`` -> [after_stt levers] -> user
+context aggregator (Silero VAD + Smart Turn v3, Pipecat's defaults) -> ``OpenAILLMService``
+-> [between_llm_tts levers] -> ``CartesiaTTSService`` (Pipecat's default sentence
+aggregation) -> caller transport -> assistant context aggregator.
+
+A named bench configuration receives the :class:`PipelineSpec` before it is assembled and
+may insert processors into the lever slots, change service settings, or add observers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.audio.vad.silero import SileroVADAnalyzer
+from pipecat.observers.base_observer import BaseObserver
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.services.cartesia.tts import CartesiaTTSService
+from pipecat.services.deepgram.stt import DeepgramSTTService
+from pipecat.services.llm_service import LLMService
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.services.stt_service import STTService
+from pipecat.services.tts_service import TTSService
+from pipecat.utils.types import NOT_GIVEN
+
+from pipecat_fast.testing.caller_transport import CallerTransport
+from pipecat_fast.testing.deepgram_server import ScriptedUtterance
+
+# Placeholder credentials for the loopback emulators; never a real key.
+EMULATOR_API_KEY = "emulator-key"  # noqa: S105
+
+
+@dataclass
+class BenchCall:
+    """What one bench call needs: the agent's prompt and tools, and the scripted caller.
+
+    Parameters:
+        id: Call id; also the Deepgram ``tag`` that selects the STT emulator's script.
+        system_prompt: The agent's system prompt.
+        tools: OpenAI-format function tool schemas.
+        utterances: The caller's audio per turn, 16-bit mono PCM at ``sample_rate``.
+        stt_script: What the STT emulator transcribes for each utterance.
+        replies: ``(user text, scripted reply)`` pairs for the LLM emulator.
+        sample_rate: Caller audio rate (Hz).
+    """
+
+    id: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    utterances: list[bytes]
+    stt_script: list[ScriptedUtterance]
+    replies: list[tuple[str, str]]
+    sample_rate: int = 16000
+
+
+@dataclass
+class Endpoints:
+    """Where the providers (emulated or real) listen."""
+
+    llm_base_url: str
+    tts_url: str
+    stt_base_url: str
+    llm_model: str = "gpt-4.1-mini"
+    llm_settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PipelineSpec:
+    """The pieces of one call's pipeline, before assembly.
+
+    Configurations mutate it: the two list slots take lever processors, and any service,
+    the context or the user aggregator parameters may be replaced.
+    """
+
+    call: BenchCall
+    context: LLMContext
+    stt: STTService
+    user_params: LLMUserAggregatorParams
+    llm: LLMService
+    tts: TTSService
+    after_stt: list[FrameProcessor] = field(default_factory=list)
+    between_llm_tts: list[FrameProcessor] = field(default_factory=list)
+    observers: list[BaseObserver] = field(default_factory=list)
+    on_built: list[Callable[[Pipeline], None]] = field(default_factory=list)
+
+
+def tools_schema(tools: list[dict[str, Any]]) -> ToolsSchema | None:
+    """Convert OpenAI-format ``{"type": "function", "function": {...}}`` tools for Pipecat.
+
+    Raises:
+        ValueError: If a tool lacks a function name.
+    """
+    schemas = []
+    for i, tool in enumerate(tools):
+        fn = tool.get("function", tool)
+        if not fn.get("name"):
+            raise ValueError(f"tools[{i}] has no function name")
+        params = fn.get("parameters") or {}
+        schemas.append(
+            FunctionSchema(
+                name=fn["name"],
+                description=fn.get("description", ""),
+                properties=params.get("properties", {}),
+                required=params.get("required", []),
+            )
+        )
+    return ToolsSchema(standard_tools=schemas) if schemas else None
+
+
+def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:
+    """The stock pipeline pieces for a call, talking to ``endpoints``."""
+    context = LLMContext(
+        messages=[{"role": "system", "content": call.system_prompt}],
+        tools=tools_schema(call.tools) or NOT_GIVEN,
+    )
+    stt = DeepgramSTTService(api_key=EMULATOR_API_KEY, base_url=endpoints.stt_base_url, tag=call.id)
+    llm = OpenAILLMService(
+        api_key=EMULATOR_API_KEY,
+        base_url=endpoints.llm_base_url,
+        settings=OpenAILLMService.Settings(model=endpoints.llm_model, **endpoints.llm_settings),
+    )
+    tts = CartesiaTTSService(
+        api_key=EMULATOR_API_KEY,
+        url=endpoints.tts_url,
+        settings=CartesiaTTSService.Settings(voice="emulated-voice"),
+    )
+    user_params = LLMUserAggregatorParams(vad_analyzer=SileroVADAnalyzer())
+    return PipelineSpec(
+        call=call, context=context, stt=stt, user_params=user_params, llm=llm, tts=tts
+    )
+
+
+def assemble(spec: PipelineSpec, transport: CallerTransport) -> Pipeline:
+    """The pipeline in the order frames flow."""
+    aggregators = LLMContextAggregatorPair(spec.context, user_params=spec.user_params)
+    pipeline = Pipeline(
+        [
+            transport.input(),
+            spec.stt,
+            *spec.after_stt,
+            aggregators.user(),
+            spec.llm,
+            *spec.between_llm_tts,
+            spec.tts,
+            transport.output(),
+            aggregators.assistant(),
+        ]
+    )
+    for hook in spec.on_built:
+        hook(pipeline)
+    return pipeline

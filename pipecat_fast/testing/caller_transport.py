@@ -1,0 +1,210 @@
+"""A local transport that plays a scripted caller at real-time pace and plays the bot out.
+
+``CallerTransport`` stands in for a phone or WebRTC caller: its input streams the caller's
+utterances as 20 ms audio frames on a real-time clock, with silence between them (as a live
+microphone does, so VAD and STT see real gaps), and waits for the bot's reply to finish
+before the caller speaks again. Its output consumes the bot's audio at real-time pace, like a
+sound card, so ``BotStartedSpeakingFrame`` marks the first audio leaving the transport and
+replies take as long to play as they would on a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from loguru import logger
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    Frame,
+    InputAudioRawFrame,
+    OutputAudioRawFrame,
+    StartFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.transports.base_input import BaseInputTransport
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.transports.base_transport import BaseTransport, TransportParams
+
+CHUNK_MS = 20
+
+
+@dataclass
+class CallerTimeline:
+    """What the caller did and heard (s, epoch), for tests and reports."""
+
+    utterance_started: list[float] = field(default_factory=list)
+    utterance_ended: list[float] = field(default_factory=list)
+    reply_started: list[float | None] = field(default_factory=list)
+    reply_ended: list[float | None] = field(default_factory=list)
+    audio_out_ms: float = 0.0
+
+
+class _CallerInput(BaseInputTransport):
+    """Streams the caller's audio at real-time pace."""
+
+    def __init__(self, owner: CallerTransport, params: TransportParams):
+        super().__init__(params)
+        self._caller = owner
+        self._caller_task: asyncio.Task | None = None
+        self._caller_reply_started = asyncio.Event()
+        self._caller_reply_ended = asyncio.Event()
+
+    async def start(self, frame: StartFrame):
+        """Start streaming once the pipeline has started."""
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+        if self._caller_task is None:
+            self._caller_task = self.create_task(self._play_call(), "caller")
+
+    async def stop(self, frame):
+        """Stop streaming."""
+        await self._stop_caller()
+        await super().stop(frame)
+
+    async def cancel(self, frame):
+        """Stop streaming at once."""
+        await self._stop_caller()
+        await super().cancel(frame)
+
+    async def _stop_caller(self):
+        if self._caller_task is not None:
+            await self.cancel_task(self._caller_task)
+            self._caller_task = None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        """Watch the bot's speaking frames coming back upstream."""
+        if direction == FrameDirection.UPSTREAM:
+            if isinstance(frame, BotStartedSpeakingFrame):
+                self._caller_reply_started.set()
+            elif isinstance(frame, BotStoppedSpeakingFrame):
+                self._caller_reply_ended.set()
+        await super().process_frame(frame, direction)
+
+    async def _play_call(self):
+        caller = self._caller
+        rate = caller.sample_rate
+        step = rate * 2 * CHUNK_MS // 1000
+        clock = time.monotonic()
+
+        async def play(pcm: bytes):
+            nonlocal clock
+            for i in range(0, len(pcm), step):
+                chunk = pcm[i : i + step].ljust(step, b"\x00")
+                clock += CHUNK_MS / 1000.0
+                await asyncio.sleep(max(0.0, clock - time.monotonic()))
+                await self.push_audio_frame(InputAudioRawFrame(chunk, rate, 1))
+
+        silence = b"\x00" * step
+
+        async def play_silence_until(event: asyncio.Event, timeout_s: float) -> bool:
+            deadline = time.monotonic() + timeout_s
+            while not event.is_set() and time.monotonic() < deadline:
+                await play(silence)
+            return event.is_set()
+
+        timeline = caller.timeline
+        await play(silence * int(caller.lead_silence_s * 1000 / CHUNK_MS))
+        for index, pcm in enumerate(caller.utterances):
+            self._caller_reply_started.clear()
+            self._caller_reply_ended.clear()
+            timeline.utterance_started.append(time.time())
+            await play(pcm)
+            timeline.utterance_ended.append(time.time())
+            started = await play_silence_until(self._caller_reply_started, caller.reply_timeout_s)
+            timeline.reply_started.append(time.time() if started else None)
+            if not started:
+                logger.warning(f"{self}: no reply to utterance {index} within the timeout")
+                timeline.reply_ended.append(None)
+                continue
+            ended = await play_silence_until(self._caller_reply_ended, caller.reply_timeout_s)
+            timeline.reply_ended.append(time.time() if ended else None)
+            await play(silence * int(caller.reply_gap_s * 1000 / CHUNK_MS))
+        caller.finished.set()
+        while True:  # a live line keeps sending silence until hung up
+            await play(silence)
+
+
+class _PacedOutput(BaseOutputTransport):
+    """Consumes the bot's audio at real-time pace, like a sound card."""
+
+    def __init__(self, owner: CallerTransport, params: TransportParams):
+        super().__init__(params)
+        self._caller = owner
+        self._caller_play_clock = 0.0
+
+    async def start(self, frame: StartFrame):
+        """Ready to play."""
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        """Return once the chunk's turn to play has come (real-time pacing)."""
+        now = time.monotonic()
+        self._caller_play_clock = max(self._caller_play_clock, now)
+        duration = len(frame.audio) / 2 / max(1, frame.sample_rate) / max(1, frame.num_channels)
+        wait = self._caller_play_clock - now
+        self._caller_play_clock += duration
+        self._caller.timeline.audio_out_ms += duration * 1000.0
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return True
+
+
+class CallerTransport(BaseTransport):
+    """A scripted caller on a local line at real-time pace.
+
+    Args:
+        utterances: The caller's utterances as 16-bit mono PCM at ``sample_rate``.
+        sample_rate: Caller audio rate (Hz); the bot's output rate comes from the pipeline.
+        lead_silence_s: Silence before the first utterance (s).
+        reply_gap_s: Silence between the end of the bot's reply and the caller's next
+            utterance (s).
+        reply_timeout_s: How long the caller waits for a reply to start, then to end (s).
+        params: Transport parameters; audio in and out are enabled.
+
+    Attributes:
+        finished: Set once the caller has heard the reply to its last utterance.
+        timeline: What the caller did and heard.
+    """
+
+    def __init__(
+        self,
+        utterances: Sequence[bytes],
+        *,
+        sample_rate: int = 16000,
+        lead_silence_s: float = 0.6,
+        reply_gap_s: float = 0.6,
+        reply_timeout_s: float = 15.0,
+        params: TransportParams | None = None,
+    ):
+        super().__init__()
+        self.utterances = list(utterances)
+        self.sample_rate = sample_rate
+        self.lead_silence_s = lead_silence_s
+        self.reply_gap_s = reply_gap_s
+        self.reply_timeout_s = reply_timeout_s
+        self.finished = asyncio.Event()
+        self.timeline = CallerTimeline()
+        self._caller_params = params or TransportParams(
+            audio_in_enabled=True,
+            audio_out_enabled=True,
+            audio_in_sample_rate=sample_rate,
+        )
+        self._caller_input: _CallerInput | None = None
+        self._caller_output: _PacedOutput | None = None
+
+    def input(self) -> FrameProcessor:
+        """The caller's microphone."""
+        if self._caller_input is None:
+            self._caller_input = _CallerInput(self, self._caller_params)
+        return self._caller_input
+
+    def output(self) -> FrameProcessor:
+        """The caller's earpiece."""
+        if self._caller_output is None:
+            self._caller_output = _PacedOutput(self, self._caller_params)
+        return self._caller_output

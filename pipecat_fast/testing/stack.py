@@ -1,0 +1,62 @@
+"""All provider emulators together: STT (Deepgram), LLM (OpenAI), TTS (Cartesia)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pipecat_fast.testing.cartesia_server import CartesiaEmulator
+from pipecat_fast.testing.deepgram_server import DeepgramEmulator, ScriptedUtterance
+from pipecat_fast.testing.openai_server import OpenAIEmulator
+from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
+
+
+class EmulatorStack:
+    """Start and stop the three loopback emulators as one, on one latency profile.
+
+    Args:
+        profile: Latency model shared by the three.
+        stt_scripts: Call id (Deepgram ``tag``) to the caller's utterances.
+        replies: ``(user text, reply)`` pairs the LLM streams.
+
+    Attributes:
+        stt: The Deepgram emulator. llm: the OpenAI one. tts: the Cartesia one.
+    """
+
+    def __init__(
+        self,
+        profile: LatencyProfile = SAME_REGION,
+        *,
+        stt_scripts: Mapping[str, Sequence[ScriptedUtterance]] | None = None,
+        replies: Sequence[tuple[str, str]] = (),
+    ):
+        self.profile = profile
+        self.stt = DeepgramEmulator(profile, scripts=stt_scripts)
+        self.llm = OpenAIEmulator(profile, replies=replies)
+        self.tts = CartesiaEmulator(profile)
+
+    def urls(self) -> dict[str, str]:
+        """``{"llm_base_url", "tts_url", "stt_base_url"}`` once started."""
+        return {
+            "llm_base_url": self.llm.base_url,
+            "tts_url": self.tts.url,
+            "stt_base_url": self.stt.base_url,
+        }
+
+    async def start(self) -> None:
+        """Start all three."""
+        await self.stt.start()
+        await self.llm.start()
+        await self.tts.start()
+
+    async def stop(self) -> None:
+        """Stop all three."""
+        await self.tts.stop()
+        await self.llm.stop()
+        await self.stt.stop()
+
+    async def __aenter__(self) -> EmulatorStack:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
