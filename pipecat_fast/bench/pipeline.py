@@ -37,8 +37,8 @@ from pipecat.utils.types import NOT_GIVEN
 from pipecat_fast.testing.caller_transport import CallerTransport
 from pipecat_fast.testing.deepgram_server import ScriptedUtterance
 
-# Placeholder credentials for the loopback emulators; never a real key.
-EMULATOR_API_KEY = "emulator-key"  # noqa: S105
+# Placeholder credential for the loopback emulators; never a real key.
+EMULATOR_API_KEY = "emulator-key"
 
 
 @dataclass
@@ -66,13 +66,36 @@ class BenchCall:
 
 @dataclass
 class Endpoints:
-    """Where the providers (emulated or real) listen."""
+    """Where the providers (emulated or real) listen, and how to authenticate.
 
-    llm_base_url: str
-    tts_url: str
-    stt_base_url: str
+    A URL of None means the provider's real service. Keys are kept out of ``repr``.
+    """
+
+    llm_base_url: str | None
+    tts_url: str | None
+    stt_base_url: str | None
     llm_model: str = "gpt-4.1-mini"
     llm_settings: dict[str, Any] = field(default_factory=dict)
+    tts_voice: str = "emulated-voice"
+    stt_api_key: str = field(default=EMULATOR_API_KEY, repr=False)
+    llm_api_key: str = field(default=EMULATOR_API_KEY, repr=False)
+    tts_api_key: str = field(default=EMULATOR_API_KEY, repr=False)
+
+    @classmethod
+    def real(
+        cls, *, stt_api_key: str, llm_api_key: str, tts_api_key: str, tts_voice: str | None = None
+    ) -> Endpoints:
+        """The real Deepgram, OpenAI and Cartesia services."""
+        return cls(
+            llm_base_url=None,
+            tts_url=None,
+            stt_base_url=None,
+            # A stock Cartesia voice ("British Reading Lady", Cartesia's public voice library).
+            tts_voice=tts_voice or "71a7ad14-091c-4e8e-a314-022ece01c121",
+            stt_api_key=stt_api_key,
+            llm_api_key=llm_api_key,
+            tts_api_key=tts_api_key,
+        )
 
 
 @dataclass
@@ -124,16 +147,19 @@ def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:
         messages=[{"role": "system", "content": call.system_prompt}],
         tools=tools_schema(call.tools) or NOT_GIVEN,
     )
-    stt = DeepgramSTTService(api_key=EMULATOR_API_KEY, base_url=endpoints.stt_base_url, tag=call.id)
+    stt = DeepgramSTTService(
+        api_key=endpoints.stt_api_key, base_url=endpoints.stt_base_url or "", tag=call.id
+    )
     llm = OpenAILLMService(
-        api_key=EMULATOR_API_KEY,
+        api_key=endpoints.llm_api_key,
         base_url=endpoints.llm_base_url,
         settings=OpenAILLMService.Settings(model=endpoints.llm_model, **endpoints.llm_settings),
     )
+    tts_kwargs = {"url": endpoints.tts_url} if endpoints.tts_url else {}
     tts = CartesiaTTSService(
-        api_key=EMULATOR_API_KEY,
-        url=endpoints.tts_url,
-        settings=CartesiaTTSService.Settings(voice="emulated-voice"),
+        api_key=endpoints.tts_api_key,
+        settings=CartesiaTTSService.Settings(voice=endpoints.tts_voice),
+        **tts_kwargs,
     )
     user_params = LLMUserAggregatorParams(vad_analyzer=SileroVADAnalyzer())
     return PipelineSpec(

@@ -1,0 +1,55 @@
+"""Turn the shipped call scripts into what the bench runs (:class:`BenchCall`)."""
+
+from __future__ import annotations
+
+from itertools import cycle, islice
+
+from pipecat_fast.bench.calls import CallScript, call_ids, load_calls, read_pcm
+from pipecat_fast.bench.pipeline import BenchCall
+from pipecat_fast.testing.deepgram_server import utterance_from_words
+
+
+def bench_call(script: CallScript) -> BenchCall:
+    """The bench form of a call script: caller PCM, STT script and scripted replies."""
+    utterances, stt_script, replies = [], [], []
+    rate = 16000
+    for turn in script.turns:
+        pcm, rate = read_pcm(turn.audio_path)
+        utterances.append(pcm)
+        onset = turn.speech_start_ms
+        words = [
+            (w.text, (w.start_ms - onset) / 1000, (w.end_ms - onset) / 1000) for w in turn.words
+        ]
+        stt_script.append(utterance_from_words(turn.user_text, words))
+        replies.append((turn.user_text, turn.reply))
+    return BenchCall(
+        id=script.id,
+        system_prompt=script.system_prompt,
+        tools=script.tools,
+        utterances=utterances,
+        stt_script=stt_script,
+        replies=replies,
+        sample_rate=rate,
+    )
+
+
+def bench_calls(
+    n: int | None = None, *, ids: list[str] | None = None, large_prompt: bool = False
+) -> list[BenchCall]:
+    """The first ``n`` calls, cycling through the shipped scripts (all of them if None).
+
+    Args:
+        n: How many calls; repeats scripts if more than exist.
+        ids: Restrict to these call ids (in this order).
+        large_prompt: Use the ~30k-token system prompt variant.
+
+    Raises:
+        CallScriptError: If a script or its audio is missing or malformed.
+        ValueError: If ``n`` is not positive.
+    """
+    ids = ids or call_ids()
+    if n is not None and n < 1:
+        raise ValueError("the number of calls must be at least 1")
+    scripts = load_calls(ids, large_prompt=large_prompt)
+    chosen = list(islice(cycle(scripts), n)) if n is not None else scripts
+    return [bench_call(s) for s in chosen]

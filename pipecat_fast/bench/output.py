@@ -1,0 +1,110 @@
+"""Terminal output for the demo and bench (rich tables)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from loguru import logger
+from rich.console import Console
+from rich.table import Table
+
+from pipecat_fast.bench.runner import CallResult
+from pipecat_fast.ttfa import STAGE_NAMES
+
+console = Console()
+
+_SHORT = {
+    "endpointing": "VAD",
+    "stt_final": "STT",
+    "turn_detection": "turn",
+    "llm_dispatch": "LLM req",
+    "llm_ttft": "LLM TTFT",
+    "sentence_aggregation": "aggr",
+    "tts_ttfb": "TTS TTFB",
+    "output": "out",
+}
+
+
+def quiet_logs(verbose: bool) -> None:
+    """Pipecat logs every frame at DEBUG; keep warnings only unless ``verbose``."""
+    logger.remove()
+    logger.add(sys.stderr, level="DEBUG" if verbose else "WARNING")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def turns_table(result: CallResult, title: str) -> Table:
+    """Per-turn TTFA with its blocking stages (ms) for one call."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("turn", justify="right")
+    table.add_column("TTFA ms", justify="right", style="bold")
+    for stage in STAGE_NAMES:
+        table.add_column(_SHORT[stage], justify="right")
+    table.add_column("prompt tok", justify="right")
+    table.add_column("cached tok", justify="right")
+    for turn in result.turns:
+        stages = turn.stages_ms()
+        table.add_row(
+            str(turn.turn),
+            _ms(turn.ttfa_ms),
+            *(_ms(stages.get(s)) for s in STAGE_NAMES),
+            _ms(turn.prompt_tokens),
+            _ms(turn.cached_tokens),
+        )
+    return table
+
+
+def summary_table(report: dict[str, Any], title: str) -> Table:
+    """Per-configuration p50/p95 TTFA and the ratios to the baseline."""
+    table = Table(title=title, title_justify="left")
+    for name, justify in (
+        ("config", "left"),
+        ("turns", "right"),
+        ("TTFA p50 ms", "right"),
+        ("TTFA p95 ms", "right"),
+        ("p50 ratio", "right"),
+        ("p95 ratio", "right"),
+        ("median LLM TTFT ms", "right"),
+    ):
+        table.add_column(name, justify=justify)
+    for config, s in report["summary"].items():
+        ratio = report["ratios"].get(config, {})
+        ttft = [t["stages_ms"].get("llm_ttft") for t in report["turns"] if t["config"] == config]
+        ttft = [v for v in ttft if v is not None]
+        table.add_row(
+            config + (" (baseline)" if config == report["baseline"] else ""),
+            f"{s['n_turns']}"
+            + (f" (+{s['n_unanswered']} unanswered)" if s["n_unanswered"] else ""),
+            _ms(s["ttfa_p50_ms"]),
+            _ms(s["ttfa_p95_ms"]),
+            "-" if ratio.get("p50") is None else f"{ratio['p50']:.3f}",
+            "-" if ratio.get("p95") is None else f"{ratio['p95']:.3f}",
+            _ms(statistics.median(ttft)) if ttft else "-",
+        )
+    return table
+
+
+def progress_line(result: CallResult, index: int, total: int) -> str:
+    """One line per finished call."""
+    values = [t.ttfa_ms for t in result.turns if t.ttfa_ms is not None]
+    median = f"median TTFA {statistics.median(values):.0f} ms" if values else "no answered turns"
+    error = f"  [red]error: {result.error}[/red]" if result.error else ""
+    return (
+        f"[{index}/{total}] {result.config:<14} {result.call:<18} {len(result.turns)} turns, "
+        f"{median}, {result.wall_s:.0f} s{error}"
+    )
+
+
+def stage_medians(results: Sequence[CallResult]) -> dict[str, float]:
+    """Median blocking time per stage over every answered turn (ms)."""
+    per_stage: dict[str, list[float]] = {s: [] for s in STAGE_NAMES}
+    for r in results:
+        for t in r.turns:
+            for stage, ms in t.stages_ms().items():
+                per_stage[stage].append(ms)
+    return {s: round(statistics.median(v), 1) for s, v in per_stage.items() if v}
