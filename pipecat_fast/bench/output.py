@@ -14,7 +14,8 @@ from rich.table import Table
 from pipecat_fast.bench.runner import CallResult
 from pipecat_fast.ttfa import STAGE_NAMES
 
-console = Console()
+# Wide enough for the per-stage table when output is piped (rich defaults to 80 columns).
+console = Console(width=None if Console().is_terminal else 132)
 
 _SHORT = {
     "endpointing": "VAD",

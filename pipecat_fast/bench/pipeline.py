@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
-from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.pipeline import Pipeline
@@ -34,6 +32,7 @@ from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 from pipecat.utils.types import NOT_GIVEN
 
+from pipecat_fast.bench.calls import tools_schema
 from pipecat_fast.testing.caller_transport import CallerTransport
 from pipecat_fast.testing.deepgram_server import ScriptedUtterance
 
@@ -118,42 +117,20 @@ class PipelineSpec:
     on_built: list[Callable[[Pipeline], None]] = field(default_factory=list)
 
 
-def tools_schema(tools: list[dict[str, Any]]) -> ToolsSchema | None:
-    """Convert OpenAI-format ``{"type": "function", "function": {...}}`` tools for Pipecat.
-
-    Raises:
-        ValueError: If a tool lacks a function name.
-    """
-    schemas = []
-    for i, tool in enumerate(tools):
-        fn = tool.get("function", tool)
-        if not fn.get("name"):
-            raise ValueError(f"tools[{i}] has no function name")
-        params = fn.get("parameters") or {}
-        schemas.append(
-            FunctionSchema(
-                name=fn["name"],
-                description=fn.get("description", ""),
-                properties=params.get("properties", {}),
-                required=params.get("required", []),
-            )
-        )
-    return ToolsSchema(standard_tools=schemas) if schemas else None
-
-
 def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:
     """The stock pipeline pieces for a call, talking to ``endpoints``."""
-    context = LLMContext(
-        messages=[{"role": "system", "content": call.system_prompt}],
-        tools=tools_schema(call.tools) or NOT_GIVEN,
-    )
+    context = LLMContext(tools=tools_schema(call.tools) if call.tools else NOT_GIVEN)
     stt = DeepgramSTTService(
         api_key=endpoints.stt_api_key, base_url=endpoints.stt_base_url or "", tag=call.id
     )
     llm = OpenAILLMService(
         api_key=endpoints.llm_api_key,
         base_url=endpoints.llm_base_url,
-        settings=OpenAILLMService.Settings(model=endpoints.llm_model, **endpoints.llm_settings),
+        settings=OpenAILLMService.Settings(
+            model=endpoints.llm_model,
+            system_instruction=call.system_prompt,
+            **endpoints.llm_settings,
+        ),
     )
     tts_kwargs = {"url": endpoints.tts_url} if endpoints.tts_url else {}
     tts = CartesiaTTSService(

@@ -98,7 +98,9 @@ async def _bench(args: argparse.Namespace) -> int:
         engine=args.engine,
         llm_cache=args.llm_cache,
         order="interleaved call by call",
-        stage_medians_ms={c.name: stage_medians([r for r in results if r.config == c.name]) for c in configs},
+        stage_medians_ms={
+            c.name: stage_medians([r for r in results if r.config == c.name]) for c in configs
+        },
     )
     console.print(summary_table(report, f"TTFA, {profile.name}, {args.engine}"))
     write_json(args.out, report)

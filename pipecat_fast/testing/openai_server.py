@@ -260,7 +260,10 @@ class OpenAIEmulator:
         self._faults.clear()
 
     async def start(self) -> None:
-        """Bind and serve."""
+        """Load the tokenizer, bind and serve."""
+        # Loading the o200k vocabulary takes a few hundred ms: do it now, not in the first
+        # request's TTFT.
+        encode("warm up")
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/_emulator/stats", self._stats)
