@@ -8,12 +8,13 @@ from pipecat_fast.ttfa.core import (
     percentile,
     summarize,
 )
-from pipecat_fast.ttfa.observer import TTFAObserver
+from pipecat_fast.ttfa.observer import TTFAAnnotationFrame, TTFAObserver
 from pipecat_fast.ttfa.report import turns_report, waterfall_png, write_json
 
 __all__ = [
     "MARKS",
     "STAGE_NAMES",
+    "TTFAAnnotationFrame",
     "TTFAObserver",
     "TurnRecord",
     "blocking_stages_ms",

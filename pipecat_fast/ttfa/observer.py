@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipecat.frames.frames import (
@@ -37,6 +38,7 @@ from pipecat.frames.frames import (
     LLMContextFrame,
     LLMTextFrame,
     MetricsFrame,
+    SystemFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
     TTSStartedFrame,
@@ -118,6 +120,10 @@ class TTFAObserver(BaseObserver):
         if isinstance(frame, MetricsFrame):
             if data.first_push:
                 self._on_metrics(frame)
+            return
+        if isinstance(frame, TTFAAnnotationFrame):
+            if data.first_push:
+                self.annotate(**frame.fields)
             return
         if data.direction != FrameDirection.DOWNSTREAM:
             return
@@ -225,3 +231,17 @@ class TTFAObserver(BaseObserver):
             target.prompt_tokens = data.value.prompt_tokens
             target.cached_tokens = data.value.cache_read_input_tokens
             self._ttfa_usage_pending = False
+
+
+@dataclass
+class TTFAAnnotationFrame(SystemFrame):
+    """Lever accounting for the turn being measured; :class:`TTFAObserver` merges it in.
+
+    Levers push it (any direction) when they know what they did for a turn, e.g. how many
+    speculative prefills they sent. A system frame, so interruptions never drop it.
+
+    Parameters:
+        fields: JSON-serializable values merged into the turn's ``extra``.
+    """
+
+    fields: dict[str, Any] = field(default_factory=dict)
