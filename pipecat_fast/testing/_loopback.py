@@ -6,6 +6,7 @@ import asyncio
 import socket
 from typing import Any
 
+from aiohttp import web
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
@@ -70,6 +71,49 @@ class WebSocketEmulator:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+
+    async def __aenter__(self) -> Any:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class HttpEmulator:
+    """Base of the HTTP provider emulators: an aiohttp app on a loopback port.
+
+    Subclasses add their routes in :meth:`routes`.
+    """
+
+    def __init__(self, *, port: int = 0):
+        self._port = port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (valid after :meth:`start`)."""
+        return self._port
+
+    def routes(self, app: web.Application) -> None:
+        """Register the provider's routes on ``app``."""
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        """Bind and serve."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        sock = bind_loopback(self._port)
+        self._port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     async def __aenter__(self) -> Any:
         await self.start()

@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from pipecat_fast.testing._loopback import bind_loopback, sleep_ms
+from pipecat_fast.testing._loopback import HttpEmulator, sleep_ms
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
@@ -207,7 +207,7 @@ def stream_pieces(text: str, max_tokens: int | None) -> tuple[list[str], str]:
     return pieces, finish
 
 
-class OpenAIEmulator:
+class OpenAIEmulator(HttpEmulator):
     """OpenAI-compatible chat completions on loopback, with a prefix-cache latency model.
 
     Use as an async context manager::
@@ -230,19 +230,13 @@ class OpenAIEmulator:
         cache: PrefixCache | None = None,
         port: int = 0,
     ):
+        super().__init__(port=port)
         self.profile = profile
         self.replies = ReplyBook(replies)
-        self.cache = cache or PrefixCache()
+        self.cache = cache if cache is not None else PrefixCache()
         self.requests: list[RequestRecord] = []
-        self._port = port
-        self._runner: web.AppRunner | None = None
         self._faults: list[int] = []
         self._ids = itertools.count(1)
-
-    @property
-    def port(self) -> int:
-        """The bound port (valid after :meth:`start`)."""
-        return self._port
 
     @property
     def base_url(self) -> str:
@@ -264,29 +258,14 @@ class OpenAIEmulator:
         # Loading the o200k vocabulary takes a few hundred ms: do it now, not in the first
         # request's TTFT.
         encode("warm up")
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        await super().start()
+
+    def routes(self, app: web.Application) -> None:
+        """OpenAI's chat completions plus the emulator's control routes."""
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/_emulator/stats", self._stats)
         app.router.add_post("/_emulator/reset", self._reset)
         app.router.add_post("/_emulator/faults", self._set_faults)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        sock = bind_loopback(self._port)
-        self._port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
-
-    async def stop(self) -> None:
-        """Stop serving."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> OpenAIEmulator:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # -- routes ---------------------------------------------------------------------------
 
