@@ -19,7 +19,7 @@ from pipecat_fast.bench.emulator_process import EmulatorProcess
 from pipecat_fast.bench.material import bench_calls
 from pipecat_fast.bench.output import console, progress_line, quiet_logs, summary_table, turns_table
 from pipecat_fast.bench.pipeline import Endpoints
-from pipecat_fast.bench.runner import build_report, run_call
+from pipecat_fast.bench.runner import build_report, run_call, warm_up
 from pipecat_fast.testing.profiles import PROFILES, get_profile
 from pipecat_fast.ttfa import waterfall_png, write_json
 
@@ -75,6 +75,7 @@ async def _demo(args: argparse.Namespace) -> int:
     else:
         async with EmulatorProcess(profile.name, calls) as emulators:
             endpoints = Endpoints(**emulators.urls)
+            await warm_up(endpoints)
             for i, call in enumerate(calls, 1):
                 await emulators.reset_llm()
                 results.append(await run_call(call, config, endpoints))

@@ -24,7 +24,7 @@ from pipecat_fast.bench.output import (
     summary_table,
 )
 from pipecat_fast.bench.pipeline import Endpoints
-from pipecat_fast.bench.runner import build_report, run_interleaved
+from pipecat_fast.bench.runner import build_report, run_interleaved, warm_up
 from pipecat_fast.testing.profiles import PROFILES, get_profile
 from pipecat_fast.ttfa import write_json
 
@@ -78,6 +78,7 @@ async def _bench(args: argparse.Namespace) -> int:
         endpoints = Endpoints(**emulators.urls)
         if args.engine == "llama-cpp":
             endpoints = await stack.enter_async_context(_llama_engine(endpoints))
+        await warm_up(endpoints)
 
         async def before_call(config, call, repeat):
             if args.engine == "emulator" and args.llm_cache == "cold":
