@@ -1,0 +1,1 @@
+"""Cache-bust linter: finds what keeps a prompt's prefix from being served from cache."""
