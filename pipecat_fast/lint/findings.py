@@ -247,6 +247,8 @@ class Finding:
         estimated: True when offsets come from a static rendering of source code rather
             than the real prompt text.
         evidence: The matched text or source expression, shortened.
+        char_end: End character offset (exclusive) of the matched text, when known.
+        extra: Rule-specific details (minimum, cacheable tokens, origin line...).
     """
 
     rule: str
@@ -262,6 +264,7 @@ class Finding:
     position: Position | None = None
     estimated: bool = False
     evidence: str = ""
+    char_end: int | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -71,6 +71,7 @@ def _span_finding(span: Span, tm: TextMap, tools_tokens: int) -> Finding:
                 "the model sees it literally."
             ),
             char_offset=span.start,
+            char_end=span.end,
             token_offset=before,
             line=line,
             col=col,
@@ -92,6 +93,7 @@ def _span_finding(span: Span, tm: TextMap, tools_tokens: int) -> Finding:
             confident=span.confident,
         ),
         char_offset=span.start,
+        char_end=span.end,
         token_offset=before,
         line=line,
         col=col,
