@@ -74,7 +74,9 @@ def test_exit_3_when_an_input_cannot_be_linted_and_others_still_are(files):
     code, out, _ = run([str(files)])
     assert code == cli.EXIT_FINDINGS  # early.txt still linted and failing
     assert "binary file" in out and "undecodable" in out and "does not parse" in out
-    code, out, _ = run([str(files / "blob.txt"), str(files / "broken.py"), str(files / "clean.txt")])
+    code, out, _ = run(
+        [str(files / "blob.txt"), str(files / "broken.py"), str(files / "clean.txt")]
+    )
     assert code == cli.EXIT_UNLINTED
     assert "3 file(s); 2 could not be linted" in out
 
@@ -160,9 +162,7 @@ def test_diff_mode(files):
     (files / "b.txt").write_text("Current time is 14:03:25. " + CLEAN * 50)
     code, out, _ = run(["--diff", str(files / "a.txt"), str(files / "b.txt"), "--turns"])
     assert code == cli.EXIT_FINDINGS and "CB401 render-divergence" in out
-    code, out, _ = run(
-        ["--diff", str(files / "a.txt"), str(files / "a.txt"), "--format", "json"]
-    )
+    code, out, _ = run(["--diff", str(files / "a.txt"), str(files / "a.txt"), "--format", "json"])
     assert code == 0 and json.loads(out)["diff"]["identical"] is True
 
 

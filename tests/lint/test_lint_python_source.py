@@ -56,21 +56,21 @@ def test_clock_date_today_early_is_a_warning_per_day():
 
 
 def test_clock_computed_at_import_time_is_lower_severity_not_silent():
-    code = f'''
+    code = f"""
     from datetime import datetime
     TODAY = datetime.now().strftime("%Y-%m-%d")
     SYSTEM_PROMPT = f"Date: {{TODAY}}. {BODY}"
-    '''
+    """
     f = only(lint(code), "CB101")
     assert f.frequency is Frequency.PROCESS and f.severity is Severity.INFO
 
 
 def test_clock_in_a_per_request_function_changes_per_request():
-    code = f'''
+    code = f"""
     import time
     async def on_user_turn(context):
         context.system_prompt = f"t={{time.time()}} {BODY}"
-    '''
+    """
     assert only(lint(code), "CB101").frequency is Frequency.REQUEST
 
 
