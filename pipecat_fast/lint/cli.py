@@ -193,7 +193,12 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
         )
         for p in paths
     ]
-    _write(reports, args, out)
+    try:
+        _write(reports, args, out)
+    except BrokenPipeError:  # `pipecat-fast lint ... | head`: the reader left, not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return _exit_code(reports, args.fail_on)
 
 

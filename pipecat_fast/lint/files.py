@@ -19,9 +19,11 @@ from pipecat_fast.lint.findings import Finding, Severity
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
 from pipecat_fast.lint.textmap import TextMap
+from pipecat_fast.lint.vocab import words
 
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024
-"""Read at most this much of a file (8 MiB); prompt text beyond it is not linted."""
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+"""Read at most this much of a file (4 MiB, about a million tokens: past any model's context
+window); prompt text beyond it is not linted."""
 
 PYTHON_EXTS = {".py", ".pyw"}
 JSON_EXTS = {".json"}
@@ -65,15 +67,35 @@ class FileReport:
         return not any(f.rule == "CB901" and f.severity >= Severity.WARNING for f in self.findings)
 
 
+PROMPTISH = {"prompt", "prompts", "instruction", "instructions", "system", "persona", "agent"}
+TOOLISH = {"tool", "tools", "function", "functions", "schema", "schemas", "request", "requests"}
+
+
+def _wanted_in_folder(relative: Path) -> bool:
+    """Which files a folder scan picks.
+
+    All ``.py`` and ``.prompt`` files; text and JSON files only when their name or a folder
+    above them says prompt/instructions/system/persona/agent (JSON also tools/functions/
+    schema/request), so READMEs and configs are left alone.
+    """
+    ext = relative.suffix.lower()
+    if ext in PYTHON_EXTS or ext == ".prompt":
+        return True
+    if ext not in TEXT_EXTS | JSON_EXTS:
+        return False
+    said = {w for part in relative.parts for w in words(Path(part).stem)}
+    return bool(said & PROMPTISH) or (ext in JSON_EXTS and bool(said & TOOLISH))
+
+
 def iter_paths(paths: list[str]) -> Iterator[str]:
     """Expand folders into the prompt, Python and JSON files under them (sorted).
 
     Files named explicitly are yielded whatever their extension; ``"-"`` stands for stdin.
+    In folders: see :func:`_wanted_in_folder`.
 
     Raises:
         FileNotFoundError: If a path does not exist.
     """
-    wanted = PYTHON_EXTS | JSON_EXTS | TEXT_EXTS
     for p in paths:
         if p == "-":
             yield p
@@ -83,8 +105,10 @@ def iter_paths(paths: list[str]) -> Iterator[str]:
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
                 for name in sorted(files):
-                    if Path(name).suffix.lower() in wanted:
-                        yield str(Path(root) / name)
+                    full = Path(root) / name
+                    # The scanned folder's own name counts: `lint prompts/` takes its .md files.
+                    if _wanted_in_folder(Path(path.resolve().name) / full.relative_to(path)):
+                        yield str(full)
         elif path.exists():
             yield p
         else:

@@ -36,10 +36,21 @@ from pipecat_fast.lint.py_classify import Classifier, Source
 from pipecat_fast.lint.py_index import ModuleIndex
 from pipecat_fast.lint.py_render import Hole, Renderer
 from pipecat_fast.lint.textmap import TextMap
+from pipecat_fast.lint.vocab import words
 
-SYSTEM_NAME = re.compile(
-    r"(prompt|instruction|system|persona|personality|role_message|preamble)", re.IGNORECASE
-)
+SYSTEM_WORDS = {
+    "prompt",
+    "prompts",
+    "instruction",
+    "instructions",
+    "system",
+    "persona",
+    "personality",
+    "preamble",
+}
+NOT_TEXT_WORDS = {"name", "id", "ids", "count", "index", "len", "tokens", "path", "file", "key"}
+"""A name ending in one of these holds something about a prompt, not prompt text."""
+BUILD_METHODS = {"format", "format_map", "replace", "join", "substitute", "safe_substitute"}
 SYSTEM_KEYWORDS = {
     "system_instruction",
     "system_prompt",
@@ -95,6 +106,29 @@ def _target_name(target: ast.AST) -> str | None:
     return None
 
 
+def _names_prompt_text(name: str) -> bool:
+    w = words(name)
+    return bool(w) and bool(set(w) & SYSTEM_WORDS) and w[-1] not in NOT_TEXT_WORDS
+
+
+def _builds_text(value: ast.AST, segments: list, index: ModuleIndex) -> bool:
+    """True for code that builds prompt text: literal text, or a format-like call.
+
+    A bare name, call or await only passes a value on; it is linted where it is built.
+    """
+    if any(isinstance(s, str) and s.strip() for s in segments):
+        return True
+    node = value
+    if isinstance(node, ast.Name):
+        resolved = index.resolve_name(node)
+        node = resolved[0] if len(resolved) == 1 else node
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in BUILD_METHODS
+    ) or isinstance(node, (ast.JoinedStr, ast.BinOp))
+
+
 def _call_name(call: ast.Call) -> str:
     f = call.func
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
@@ -116,7 +150,7 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 name = _target_name(t)
-                if name and SYSTEM_NAME.search(name):
+                if name and _names_prompt_text(name):
                     slot = "append" if isinstance(node, ast.AugAssign) else "system"
                     add(node.value, slot, f"`{shorten(ast.unparse(t), 40)}`")
                 elif name and name in TOOL_KEYWORDS:
@@ -266,6 +300,8 @@ def lint_python_source(
     static_prefixes: list[tuple[int, Sink]] = []
     for sink in find_sinks(tree):
         rendered = renderer.render(sink.value)
+        if sink.slot != "tools" and not _builds_text(sink.value, rendered.segments, index):
+            continue
         skeleton, holes = rendered.skeleton()
         tm = TextMap(skeleton, encoding)
         total = tm.token_count

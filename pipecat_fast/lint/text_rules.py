@@ -8,6 +8,7 @@ common as static text (a bare ``9:00`` opening hour, an example phone number).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import regex
@@ -270,9 +271,14 @@ def detect(text: str, rendered: bool = False) -> list[Span]:
     candidates: list[Span] = placeholder_spans(text, rendered)
     for detector in DETECTORS:
         candidates.extend(detector(text))
-    taken: list[Span] = []
+    taken: list[Span] = []  # sorted by start, non-overlapping
+    starts: list[int] = []
     for span in candidates:  # first come, first kept: placeholders, then detector order
-        if any(span.start < t.end and t.start < span.end for t in taken):
+        i = bisect_left(starts, span.start)
+        if i < len(taken) and taken[i].start < span.end:
             continue
-        taken.append(span)
-    return sorted(taken, key=lambda s: (s.start, s.end))
+        if i > 0 and taken[i - 1].end > span.start:
+            continue
+        taken.insert(i, span)
+        starts.insert(i, span.start)
+    return taken

@@ -7,8 +7,8 @@ a newline; offsets are then exact except within a token of each cut.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
-from itertools import accumulate
 
 from pipecat_fast import tokens
 
@@ -57,9 +57,12 @@ class TextMap:
     def __init__(self, text: str, encoding: str = tokens.DEFAULT_ENCODING) -> None:
         self.text = text
         self.encoding = encoding
-        self._line_starts = [0]
-        self._line_starts.extend(i + 1 for i, ch in enumerate(text) if ch == "\n")
-        self._token_byte_ends: list[int] | None = None
+        self._line_starts = array("q", [0])
+        pos = text.find("\n")
+        while pos >= 0:
+            self._line_starts.append(pos + 1)
+            pos = text.find("\n", pos + 1)
+        self._token_byte_ends: array | None = None
 
     def line_col(self, char_offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset; columns count code points."""
@@ -71,8 +74,13 @@ class TextMap:
         if self._token_byte_ends is not None:
             return
         enc = tokens.get_encoding(self.encoding)
-        ids = encode_long(self.text, self.encoding)
-        self._token_byte_ends = list(accumulate(len(enc.decode_single_token_bytes(t)) for t in ids))
+        ends = array("q")
+        total = 0
+        for piece in _pieces(self.text):
+            for t in tokens.encode(piece, self.encoding):
+                total += len(enc.decode_single_token_bytes(t))
+                ends.append(total)
+        self._token_byte_ends = ends
 
     @property
     def token_count(self) -> int:

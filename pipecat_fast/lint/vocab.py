@@ -102,7 +102,7 @@ def classify_name(identifier: str) -> tuple[str, Frequency, str] | None:
     low = "_".join(w)
     if ws & _CALLER_WORDS or low in _CALLER_EXACT:
         return "CB103", Frequency.SESSION, "per-caller data"
-    if w[-1] in ("id", "sid") and ws & _ID_OWNERS:
+    if w[-1] in ("id", "sid") and ws & _ID_OWNERS and "tool" not in ws:
         return "CB103", Frequency.SESSION, "a per-call id"
     if ws & _RANDOM_WORDS:
         return "CB102", Frequency.REQUEST, "a random value"

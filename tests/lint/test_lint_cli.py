@@ -35,9 +35,24 @@ def run(argv, stdin=None):
 
 @pytest.fixture
 def files(tmp_path):
-    (tmp_path / "early.txt").write_text(EARLY)
-    (tmp_path / "clean.txt").write_text(CLEAN)
-    return tmp_path
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "early.txt").write_text(EARLY)
+    (folder / "clean.txt").write_text(CLEAN)
+    return folder
+
+
+def test_folder_scan_takes_python_and_prompt_named_files_only(tmp_path):
+    (tmp_path / "README.md").write_text(EARLY)
+    (tmp_path / "tsconfig.json").write_text("{// comments\n}")
+    (tmp_path / "bot.py").write_text("x = 1\n")
+    (tmp_path / "system_prompt.txt").write_text(EARLY)
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "greeting.md").write_text(CLEAN)
+    (tmp_path / "tools.json").write_text("[]")
+    doc = json.loads(run([str(tmp_path), "--format", "json"])[1])
+    picked = sorted(f["path"][len(str(tmp_path)) + 1 :] for f in doc["files"])
+    assert picked == ["agent/greeting.md", "bot.py", "system_prompt.txt", "tools.json"]
 
 
 def test_exit_0_when_clean_and_1_on_errors(files):
