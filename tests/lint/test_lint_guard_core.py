@@ -1,5 +1,8 @@
 """The guard's pure core: prefix extension checks and the zero-cache-reads warning."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pipecat_fast import tokens
 from pipecat_fast.lint.guard_core import PrefixTracker, prefix_parts
 
@@ -106,3 +109,27 @@ def test_net_of_cache_usage_counts_written_tokens_toward_the_prefix():
         assert t.observe_usage(20, 0, 1200, net_of_cache=True) == []
     (w,) = t.observe_usage(20, 0, 1200, net_of_cache=True)
     assert "1200 written" in w.message
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.text(min_size=1, max_size=20), min_size=2, max_size=6),
+    st.data(),
+)
+def test_property_growth_is_quiet_and_any_rewrite_is_caught(turns, data):
+    t = PrefixTracker()
+    msgs = []
+    for text in turns:
+        msgs = msgs + [{"role": "user", "content": text}]
+        assert t.observe_request(TOOLS, SYSTEM, msgs) == []
+        msgs = msgs + [{"role": "assistant", "content": "ok"}]
+    # The last request's prefix is everything before its own (last) user message.
+    i = data.draw(st.integers(min_value=0, max_value=len(msgs) - 2))
+    edited = list(msgs)
+    edited[i] = {**edited[i], "content": edited[i]["content"] + "!"}
+    found = t.observe_request(TOOLS, SYSTEM, edited + [{"role": "user", "content": "next"}])
+    if i == len(msgs) - 2:  # that user turn was not part of the cached prefix yet
+        assert found == []
+    else:
+        (w,) = found
+        assert w.cause == "history" and f"message {i}" in w.message

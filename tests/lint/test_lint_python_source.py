@@ -2,6 +2,9 @@
 
 import textwrap
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pipecat_fast.lint import Frequency, Position, Severity, lint_python_source
 
 BODY = "Keep answers short. " * 40
@@ -300,3 +303,23 @@ def test_columns_count_code_points_not_bytes():
     code = "import uuid\n" + 'prompt = f"éé {uuid.uuid4()} ' + "word " * 200 + '"\n'
     f = only(lint_python_source(code), "CB102")
     assert (f.line, f.col) == (2, 16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=200))
+def test_property_any_text_as_python_never_raises(source):
+    for f in lint_python_source(source, provider="openai"):
+        assert f.line >= 1 and f.col >= 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=0, max_value=30), st.integers(min_value=0, max_value=30))
+def test_property_severity_never_grows_as_the_timestamp_moves_later(before, after):
+    def severity(n_before, n_after):
+        code = (
+            "import time\ndef build():\n"
+            f'    system_prompt = f"{"Rule. " * n_before}{{time.time()}}{" Rule." * n_after}"\n'
+        )
+        return [f for f in lint_python_source(code) if f.rule == "CB101"][0].severity
+
+    assert severity(before, after) >= severity(before + 40, after)
