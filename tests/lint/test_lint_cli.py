@@ -184,3 +184,25 @@ def test_diff_mode(files):
 def test_router_maps_lint_to_this_module(files, capsys):
     assert router_main(["lint", str(files / "early.txt"), "--color", "never"]) == 1
     assert "CB101" in capsys.readouterr().out
+
+
+def test_real_deepgram_tool_schemas_have_no_volatile_findings(shared_data, tmp_path):
+    # FUNCTION_DEFINITIONS from deepgram-devs/flask-agent-function-calling-demo (MIT), as
+    # stored in ../shared/data/prompts/tools_deepgram_devs_agent_functions.md: real tool
+    # descriptions full of example phone numbers and emails.
+    import ast
+    import re
+
+    md = (shared_data / "prompts" / "tools_deepgram_devs_agent_functions.md").read_text()
+    code = re.search(r"```python\n(.*?)```", md, re.S).group(1)
+    tree = ast.parse(code)
+    node = next(
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and n.targets[0].id == "FUNCTION_DEFINITIONS"
+    )
+    (tmp_path / "functions.json").write_text(json.dumps(ast.literal_eval(node), indent=2))
+    code, out, _ = run([str(tmp_path / "functions.json"), "--format", "json"])
+    findings = json.loads(out)["files"][0]["findings"]
+    assert code == 0 and [f for f in findings if f["severity"] != "info"] == []
+    assert "+15551234567" in md  # the examples the caller-data rule must not flag

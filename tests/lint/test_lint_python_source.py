@@ -323,3 +323,19 @@ def test_property_severity_never_grows_as_the_timestamp_moves_later(before, afte
         return [f for f in lint_python_source(code) if f.rule == "CB101"][0].severity
 
     assert severity(before, after) >= severity(before + 40, after)
+
+
+def test_percent_format_and_join_are_laid_out():
+    pct = f"""
+    from datetime import datetime
+    def build():
+        system_prompt = "Now %s. You are a bot. {BODY}" % datetime.now()
+    """
+    assert only(lint(pct), "CB101").position is Position.EARLY
+    joined = f"""
+    from datetime import datetime
+    def build():
+        instructions = " ".join(["You are a bot. {BODY}", f"Today is {{datetime.now():%A}}."])
+    """
+    f = only(lint(joined), "CB101")
+    assert f.position is Position.LATE and f.frequency is Frequency.DAY
