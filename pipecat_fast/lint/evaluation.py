@@ -197,20 +197,33 @@ def evaluate(prompts_dir: Path | str = DEFAULT_DIR, provider: str | None = "open
     return Evaluation(cases)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print the evaluation as Markdown; exit 1 when the goal is missed.
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of the evaluation (for a ``pipecat-fast bench`` suite or ``main``)."""
+    parser.add_argument("prompts_dir", nargs="?", default=str(DEFAULT_DIR))
+    parser.add_argument("--provider", default="openai", help="provider for the CB301 column")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the evaluation as Markdown; 1 when the goal is missed, 2 without the data.
 
     The goal (issue 5): every early-dynamic positive flagged by the right rule, at most one
     false positive over the negatives.
     """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("prompts_dir", nargs="?", default=str(DEFAULT_DIR))
-    parser.add_argument("--provider", default="openai")
-    args = parser.parse_args(argv)
-    result = evaluate(args.prompts_dir, args.provider or None)
+    try:
+        result = evaluate(args.prompts_dir, args.provider or None)
+    except FileNotFoundError as e:
+        print(f"evaluation data not found: {e}", file=sys.stderr)
+        return 2
     print(result.markdown())
     positives = sum(1 for c in result.cases if c.early_dynamic)
     return 0 if result.right_rule_hits == positives and result.count("FP") <= 1 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipecat_fast.lint.evaluation [PROMPTS_DIR] [--provider P]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
