@@ -1,0 +1,320 @@
+"""Reading inputs safely and linting a path by kind: prompt text, Python source, JSON.
+
+Bad input never stops a run: binary and undecodable files, Python that does not parse and
+invalid JSON come back as a CB901 finding for that file, and the other files are linted.
+Memory is bounded: at most ``max_bytes`` of a file is read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipecat_fast import tokens
+from pipecat_fast.lint.findings import Finding, Severity
+from pipecat_fast.lint.prompt import lint_prompt
+from pipecat_fast.lint.python_source import lint_python_source
+from pipecat_fast.lint.textmap import TextMap
+from pipecat_fast.lint.vocab import words
+
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+"""Read at most this much of a file (4 MiB, about a million tokens: past any model's context
+window); prompt text beyond it is not linted."""
+
+PYTHON_EXTS = {".py", ".pyw"}
+JSON_EXTS = {".json"}
+TEXT_EXTS = {
+    ".txt",
+    ".md",
+    ".prompt",
+    ".j2",
+    ".jinja",
+    ".jinja2",
+    ".tmpl",
+    ".tpl",
+    ".mustache",
+    ".hbs",
+    ".liquid",
+}
+SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
+SYSTEM_KEYS = {"system", "system_prompt", "system_instruction", "instructions", "prompt"}
+TOOL_KEYS = {"tools", "functions"}
+
+
+@dataclass
+class FileReport:
+    """What linting one input produced.
+
+    Attributes:
+        path: The path as given (or found under a given folder); ``"-"`` for stdin.
+        kind: ``"text"``, ``"python"``, ``"json"`` or ``"skipped"``.
+        findings: Findings, each with ``path`` set.
+        truncated: True when only the first ``max_bytes`` were linted.
+    """
+
+    path: str
+    kind: str
+    findings: list[Finding] = field(default_factory=list)
+    truncated: bool = False
+
+    @property
+    def linted(self) -> bool:
+        """False when the input could not be linted at all (binary, unparseable...)."""
+        return not any(f.rule == "CB901" and f.severity >= Severity.WARNING for f in self.findings)
+
+
+PROMPTISH = {"prompt", "prompts", "instruction", "instructions", "system", "persona", "agent"}
+TOOLISH = {"tool", "tools", "function", "functions", "schema", "schemas", "request", "requests"}
+
+
+def _wanted_in_folder(relative: Path) -> bool:
+    """Which files a folder scan picks.
+
+    All ``.py`` and ``.prompt`` files; text and JSON files only when their name or a folder
+    above them says prompt/instructions/system/persona/agent (JSON also tools/functions/
+    schema/request), so READMEs and configs are left alone.
+    """
+    ext = relative.suffix.lower()
+    if ext in PYTHON_EXTS or ext == ".prompt":
+        return True
+    if ext not in TEXT_EXTS | JSON_EXTS:
+        return False
+    said = {w for part in relative.parts for w in words(Path(part).stem)}
+    return bool(said & PROMPTISH) or (ext in JSON_EXTS and bool(said & TOOLISH))
+
+
+def iter_paths(paths: list[str]) -> Iterator[str]:
+    """Expand folders into the prompt, Python and JSON files under them (sorted).
+
+    Files named explicitly are yielded whatever their extension; ``"-"`` stands for stdin.
+    In folders: see :func:`_wanted_in_folder`.
+
+    Raises:
+        FileNotFoundError: If a path does not exist.
+    """
+    for p in paths:
+        if p == "-":
+            yield p
+            continue
+        path = Path(p)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+                for name in sorted(files):
+                    full = Path(root) / name
+                    # The scanned folder's own name counts: `lint prompts/` takes its .md files.
+                    if _wanted_in_folder(Path(path.resolve().name) / full.relative_to(path)):
+                        yield str(full)
+        elif path.exists():
+            yield p
+        else:
+            raise FileNotFoundError(p)
+
+
+def decode(data: bytes, truncated: bool) -> str:
+    """Decode file bytes as UTF-8 (BOM allowed) or BOM-marked UTF-16/32.
+
+    Args:
+        data: The bytes read.
+        truncated: True when more bytes followed: an incomplete last character is dropped.
+
+    Raises:
+        UnicodeDecodeError: If the bytes are not text in those encodings.
+    """
+    encoding = "utf-8-sig"
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        encoding = "utf-32"
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    decoder = codecs.getincrementaldecoder(encoding)("strict")
+    return decoder.decode(data, final=not truncated)
+
+
+def read_input(path: str, max_bytes: int = DEFAULT_MAX_BYTES, stdin=None) -> tuple[str, bool]:
+    """Read at most ``max_bytes`` of a file as text.
+
+    Returns:
+        ``(text, truncated)``.
+
+    Raises:
+        OSError: If the file cannot be read.
+        ValueError: If it is binary or not decodable as text (the message says which).
+    """
+    if path == "-":
+        import sys
+
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        data = stream.read(max_bytes + 1)
+    else:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    truncated = len(data) > max_bytes
+    data = data[:max_bytes]
+    head = data[:8192]
+    has_bom = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    if b"\x00" in head and not has_bom:
+        raise ValueError("binary file (NUL bytes), skipped")
+    try:
+        return decode(data, truncated), truncated
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8/UTF-16 text (undecodable byte at {e.start}), skipped") from e
+
+
+def _collect_json(node, tools: list, systems: list[str], key: str | None = None) -> None:
+    if isinstance(node, dict):
+        role = node.get("role")
+        if role in ("system", "developer") and isinstance(node.get("content"), str):
+            systems.append(node["content"])
+        for k, v in node.items():
+            if k in TOOL_KEYS and isinstance(v, list):
+                tools.extend(v)
+            elif k in SYSTEM_KEYS and isinstance(v, str):
+                systems.append(v)
+            else:
+                _collect_json(v, tools, systems, k)
+    elif isinstance(node, list):
+        if (
+            key is None
+            and node
+            and all(isinstance(t, dict) and ("name" in t or "function" in t) for t in node)
+        ):
+            tools.extend(node)
+            return
+        for v in node:
+            _collect_json(v, tools, systems, key)
+
+
+def _locate(raw: str, snippet: str, raw_map: TextMap) -> tuple[int, int] | None:
+    for form in (snippet, json.dumps(snippet, ensure_ascii=False)[1:-1], json.dumps(snippet)[1:-1]):
+        if form and (at := raw.find(form)) >= 0:
+            return raw_map.line_col(at)
+    return None
+
+
+def lint_json(
+    raw: str,
+    provider: str | None = None,
+    model: str | None = None,
+    *,
+    rendered: bool = False,
+    encoding: str = tokens.DEFAULT_ENCODING,
+    table: dict | None = None,
+) -> list[Finding]:
+    """Lint a JSON tool schema or request: tools first, then system text, as providers cache.
+
+    Tool lists are found under ``"tools"``/``"functions"`` keys or as a top-level list of
+    ``{"name": ...}`` objects; system text under ``"system"``, ``"instructions"``,
+    ``"prompt"``... or in ``{"role": "system"|"developer", "content": ...}`` messages.
+
+    Returns:
+        Findings located in the JSON file (line/col of the matched text where it can be
+        found verbatim). Invalid JSON yields one CB901 finding.
+    """
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return [
+            Finding(
+                rule="CB901",
+                severity=Severity.WARNING,
+                message=f"invalid JSON, not linted: {e.msg}",
+                line=e.lineno,
+                col=e.colno,
+            )
+        ]
+    tools: list = []
+    systems: list[str] = []
+    _collect_json(data, tools, systems)
+    tools_text = json.dumps(tools, ensure_ascii=False) if tools else ""
+    combined = "\n\n".join(p for p in (tools_text, *systems) if p)
+    findings = lint_prompt(
+        combined, provider, model, rendered=rendered, encoding=encoding, table=table
+    )
+    raw_map = TextMap(raw, encoding)
+    for f in findings:
+        if f.char_offset is not None and f.char_end is not None:
+            where = _locate(raw, combined[f.char_offset : f.char_end], raw_map)
+            f.line, f.col = where or (1, 1)
+        else:
+            f.line, f.col = 1, 1
+    return findings
+
+
+def kind_of(path: str) -> str:
+    """``"python"``, ``"json"`` or ``"text"`` by file extension."""
+    ext = Path(path).suffix.lower()
+    if ext in PYTHON_EXTS:
+        return "python"
+    if ext in JSON_EXTS:
+        return "json"
+    return "text"
+
+
+def lint_path(
+    path: str,
+    provider: str | None = None,
+    model: str | None = None,
+    *,
+    rendered: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    encoding: str = tokens.DEFAULT_ENCODING,
+    table: dict | None = None,
+    stdin=None,
+) -> FileReport:
+    """Lint one input file by its kind; never raises for bad content.
+
+    Args:
+        path: File path, or ``"-"`` for stdin (read as prompt text).
+        provider: Provider for the minimum-prefix check (``None`` skips it).
+        model: Model id for the minimum table.
+        rendered: Text files are rendered prompts (placeholders left are unfilled).
+        max_bytes: Read at most this many bytes.
+        encoding: Token encoding.
+        table: Minimum-prefix table.
+        stdin: Binary stream to read for ``"-"`` (``sys.stdin.buffer`` by default).
+
+    Returns:
+        The report; inputs that cannot be linted carry one CB901 finding.
+
+    Raises:
+        ValueError: If ``provider`` is unknown (a usage error, not bad content).
+    """
+    kind = "text" if path == "-" else kind_of(path)
+    report = FileReport(path=path, kind=kind)
+
+    def skip(message: str, severity: Severity = Severity.WARNING) -> FileReport:
+        report.kind = "skipped" if severity >= Severity.WARNING else report.kind
+        report.findings.append(Finding(rule="CB901", severity=severity, message=message, path=path))
+        return report
+
+    try:
+        text, truncated = read_input(path, max_bytes, stdin)
+    except (OSError, ValueError) as e:
+        return skip(str(e) if isinstance(e, ValueError) else f"cannot read: {e}")
+    if truncated and kind == "python":
+        return skip(f"larger than {max_bytes} bytes; Python is parsed whole, raise --max-bytes")
+    if truncated and kind == "json":
+        return skip(f"larger than {max_bytes} bytes; JSON is parsed whole, raise --max-bytes")
+    if kind == "python":
+        found = lint_python_source(
+            text, path, provider=provider, model=model, encoding=encoding, table=table
+        )
+    elif kind == "json":
+        found = lint_json(text, provider, model, rendered=rendered, encoding=encoding, table=table)
+    else:
+        found = lint_prompt(
+            text, provider, model, rendered=rendered, encoding=encoding, table=table
+        )
+    for f in found:
+        f.path = path
+    report.findings = found
+    if truncated:
+        report.truncated = True
+        skip(f"only the first {max_bytes} bytes were linted", Severity.INFO)
+    if kind == "python" and not report.linted:
+        report.kind = "skipped"
+    return report

@@ -1,0 +1,245 @@
+"""``CacheBustGuard``: a Pipecat observer that watches each LLM request's cached prefix.
+
+Add it to a worker's observers::
+
+    guard = CacheBustGuard(provider="openai", model="gpt-4o")
+    worker = PipelineWorker(pipeline, observers=[guard],
+                            params=PipelineParams(enable_metrics=True,
+                                                  enable_usage_metrics=True))
+    ...
+    for w in guard.warnings: ...
+
+When an ``LLMContextFrame`` reaches an ``LLMService`` it snapshots what that service sends:
+tools (``adapter.from_standard_tools``, which includes Pipecat's built-in cancel tools),
+the service's composed ``system_instruction`` and the context messages. The first time a
+request's prefix stops extending the previous one's, it logs a warning saying where the
+diff starts and why (tools swapped, Pipecat appended its async-tool or cancellation
+instructions on tool registration, history rewritten); repeats are logged at debug level.
+It also reads ``LLMUsageMetricsData`` from ``MetricsFrame`` (needs
+``enable_usage_metrics=True``) and warns when cache reads stay at zero on a prefix past
+the provider's minimum. Everything it finds is also in :attr:`CacheBustGuard.warnings`.
+
+It fails open: any error while snapshotting is logged once and the pipeline is untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loguru import logger
+from pipecat.frames.frames import LLMContextFrame, LLMFullResponseStartFrame, MetricsFrame
+from pipecat.metrics.metrics import LLMUsageMetricsData
+from pipecat.observers.base_observer import BaseObserver, FrameProcessed, ProcessorSetUp
+from pipecat.services.llm_service import LLMService
+
+from pipecat_fast.lint.guard_core import GuardWarning, PrefixTracker
+from pipecat_fast.lint.minimums import prefix_minimum
+
+NET_OF_CACHE_MODULES = ("anthropic", "aws", "bedrock")
+"""Services whose ``prompt_tokens`` exclude cached tokens (Pipecat ``LLMTokenUsage`` docs)."""
+
+
+def pipecat_addons() -> dict[str, str]:
+    """Texts Pipecat 1.14 composes into the system instruction, by name."""
+    addons: dict[str, str] = {}
+    try:
+        from pipecat.processors.aggregators.async_tool_messages import ASYNC_TOOL_INSTRUCTIONS
+
+        addons[
+            "the async-tool instructions (a tool registered with cancel_on_interruption=False)"
+        ] = ASYNC_TOOL_INSTRUCTIONS
+    except ImportError:  # pragma: no cover - older/newer Pipecat
+        pass
+    try:
+        from pipecat.utils.async_tool_cancellation import ASYNC_TOOL_CANCELLATION_INSTRUCTIONS
+
+        addons["the async-tool cancellation instructions (a cancellable_by_llm tool)"] = (
+            ASYNC_TOOL_CANCELLATION_INSTRUCTIONS
+        )
+    except ImportError:  # pragma: no cover
+        pass
+    return addons
+
+
+def _messages(adapter: Any, context: Any) -> list[dict]:
+    out = []
+    for m in adapter.get_messages(context):
+        inner = getattr(m, "message", m)  # LLMSpecificMessage carries the provider's dict
+        out.append(inner if isinstance(inner, dict) else {"role": "?", "content": inner})
+    return out
+
+
+class CacheBustGuard(BaseObserver):
+    """Warns when a session's LLM prefix stops being reusable from the prompt cache.
+
+    Args:
+        provider: Provider for the minimum cacheable prefix (``"openai"``, ``"anthropic"``,
+            ``"gemini"``, ``"vllm"``...); ``None`` uses ``minimum_tokens``.
+        model: Model id for the minimum table.
+        minimum_tokens: Explicit minimum prefix in tokens (overrides the table); 1024 when
+            neither this nor ``provider`` is given (OpenAI's documented floor).
+        after_turns: Warn about zero cache reads after this many eligible requests.
+        llm: Watch only this service; ``None`` watches every ``LLMService``.
+        net_of_cache: Whether the service's ``prompt_tokens`` exclude cached tokens;
+            ``None`` infers it from the service's module (Anthropic/Bedrock: net).
+        **kwargs: Passed to :class:`BaseObserver`.
+
+    Raises:
+        ValueError: If ``provider`` is not in the minimum table.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        minimum_tokens: int | None = None,
+        after_turns: int = 2,
+        llm: LLMService | None = None,
+        net_of_cache: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(observe_every_push=False, **kwargs)
+        minimum = prefix_minimum(provider, model)
+        if minimum_tokens is None:
+            minimum_tokens = minimum.tokens if minimum is not None else 1024
+        self._cbg_minimum = minimum_tokens
+        self._cbg_after_turns = after_turns
+        self._cbg_llm = llm
+        self._cbg_net = net_of_cache
+        self._cbg_addons = pipecat_addons()
+        self._cbg_trackers: dict[int, PrefixTracker] = {}
+        self._cbg_failed = False
+        self._cbg_attached: set[int] = set()
+        self._cbg_pending: dict[int, tuple] = {}
+        self.warnings: list[GuardWarning] = []
+        """Every warning so far, in order (prefix changes and zero cache reads)."""
+        if llm is not None:
+            self.attach(llm)
+
+    def _cbg_tracker(self, service: Any) -> PrefixTracker:
+        key = id(service)
+        if key not in self._cbg_trackers:
+            self._cbg_trackers[key] = PrefixTracker(
+                minimum_tokens=self._cbg_minimum,
+                after_turns=self._cbg_after_turns,
+                known_addons=self._cbg_addons,
+            )
+        return self._cbg_trackers[key]
+
+    def _cbg_watch(self, processor: Any) -> bool:
+        if self._cbg_llm is not None:
+            return processor is self._cbg_llm
+        return isinstance(processor, LLMService)
+
+    def attach(self, service: LLMService) -> None:
+        """Hook into ``service``'s synchronous frame events (idempotent).
+
+        The snapshot has to be taken inline, in the service's own task, right after it has
+        synced its tools and recomposed its system instruction and before it sends the
+        request; observer callbacks run later, from a queue. Called for you for ``llm=``
+        at construction, and for any other ``LLMService`` when the observer first sees it
+        (its setup or its first frame).
+        """
+        if id(service) in self._cbg_attached:
+            return
+        self._cbg_attached.add(id(service))
+        service.add_event_handler("on_before_process_frame", self._cbg_before_process)
+        service.add_event_handler("on_before_push_frame", self._cbg_before_push)
+        service.add_event_handler("on_after_process_frame", self._cbg_after_process)
+
+    def _cbg_report(self, service: Any, found: list[GuardWarning]) -> None:
+        for w in found:
+            self.warnings.append(w)
+            text = f"CacheBustGuard {service}: {w.message}"
+            if w.first:
+                logger.warning(text)
+            else:
+                logger.debug(text)
+
+    def _cbg_fail(self, what: str, e: Exception) -> None:
+        if not self._cbg_failed:
+            self._cbg_failed = True
+            logger.warning(f"CacheBustGuard: could not {what}, skipping it ({e!r})")
+
+    def _cbg_snapshot(self, service: Any, context: Any) -> tuple | None:
+        try:
+            adapter = service.get_llm_adapter()
+            tools = adapter.from_standard_tools(context.tools)
+            system = getattr(service.settings, "system_instruction", None)
+            return (
+                tools if isinstance(tools, list) else None,
+                system if isinstance(system, str) else None,
+                _messages(adapter, context),
+            )
+        except Exception as e:  # fail open: the guard must never break a call
+            self._cbg_fail("snapshot an LLM request", e)
+            return None
+
+    def _cbg_commit(self, service: Any, snapshot: tuple | None) -> None:
+        if snapshot is None:
+            return
+        try:
+            found = self._cbg_tracker(service).observe_request(*snapshot)
+        except Exception as e:  # fail open
+            self._cbg_fail("compare LLM request prefixes", e)
+            return
+        self._cbg_report(service, found)
+
+    # -- the service's synchronous events (run inline in its task) ----------------------
+
+    def _cbg_before_process(self, service: Any, frame: Any) -> None:
+        if isinstance(frame, LLMContextFrame) and self._cbg_watch(service):
+            # Fallback if the service never announces its response: the request as it
+            # stood before the service synced tools for it.
+            self._cbg_pending[id(service)] = (
+                frame.context,
+                self._cbg_snapshot(service, frame.context),
+            )
+
+    def _cbg_before_push(self, service: Any, frame: Any) -> None:
+        if isinstance(frame, LLMFullResponseStartFrame):
+            pending = self._cbg_pending.pop(id(service), None)
+            if pending is not None:
+                # Tools synced and system instruction recomposed: what is about to be sent.
+                self._cbg_commit(service, self._cbg_snapshot(service, pending[0]))
+        elif isinstance(frame, MetricsFrame) and self._cbg_watch(service):
+            self._cbg_usage(service, frame)
+
+    def _cbg_after_process(self, service: Any, frame: Any) -> None:
+        if isinstance(frame, LLMContextFrame):
+            pending = self._cbg_pending.pop(id(service), None)
+            if pending is not None:
+                self._cbg_commit(service, pending[1])
+
+    def _cbg_usage(self, service: Any, frame: MetricsFrame) -> None:
+        net = self._cbg_net
+        if net is None:
+            net = any(p in NET_OF_CACHE_MODULES for p in type(service).__module__.split("."))
+        for item in frame.data:
+            if not isinstance(item, LLMUsageMetricsData):
+                continue
+            try:
+                usage = item.value
+                found = self._cbg_tracker(service).observe_usage(
+                    usage.prompt_tokens,
+                    usage.cache_read_input_tokens,
+                    usage.cache_creation_input_tokens,
+                    net_of_cache=net,
+                )
+            except Exception as e:  # fail open
+                self._cbg_fail("read LLM usage", e)
+                continue
+            self._cbg_report(service, found)
+
+    # -- observer callbacks: only used to discover LLM services ---------------------------
+
+    async def on_processor_setup(self, data: ProcessorSetUp) -> None:
+        """Attach to an LLM service as soon as the pipeline sets it up."""
+        if self._cbg_watch(data.processor):
+            self.attach(data.processor)
+
+    async def on_process_frame(self, data: FrameProcessed) -> None:
+        """Attach to an LLM service the first time it processes a frame."""
+        if self._cbg_watch(data.processor):
+            self.attach(data.processor)

@@ -1,0 +1,171 @@
+"""``lint_prompt``: findings for one prompt text (a rendered prompt or a template)."""
+
+from __future__ import annotations
+
+from pipecat_fast import tokens
+from pipecat_fast.lint.findings import (
+    RULES,
+    VOLATILE_RULES,
+    Finding,
+    Frequency,
+    Position,
+    Severity,
+    grade,
+    position_band,
+    shorten,
+)
+from pipecat_fast.lint.minimums import PrefixMinimum, prefix_minimum
+from pipecat_fast.lint.text_rules import Span, detect
+from pipecat_fast.lint.textmap import TextMap
+
+
+def volatile_message(
+    what: str,
+    evidence: str,
+    token_offset: int,
+    total_tokens: int,
+    frequency: Frequency,
+    position: Position,
+    tokens_after: int,
+    *,
+    confident: bool = True,
+) -> str:
+    """The message shared by every volatile-content finding (text and source modes)."""
+    where = f"at token {token_offset} of {total_tokens} ({position.value} in the prompt)"
+    if not confident:
+        return (
+            f"{what} `{evidence}` {where} looks like data; if it is rendered {frequency.label} "
+            f"rather than fixed, every change re-prefills the {tokens_after} tokens after it."
+        )
+    return (
+        f"{what} `{evidence}` {where} changes {frequency.label}: the cached prefix stops "
+        f"here, and the {tokens_after} tokens after it are re-prefilled whenever it changes."
+    )
+
+
+def below_minimum_message(static_tokens: int, minimum: PrefixMinimum, what: str) -> str:
+    """Message for CB301."""
+    model = f" {minimum.model}" if minimum.model else ""
+    return (
+        f"the static prefix ({what}) is {static_tokens} tokens, below the "
+        f"{minimum.tokens:,}-token minimum for {minimum.provider}{model}: no request is served "
+        f"from cache until history pushes the prompt past the floor "
+        f"(source: {minimum.source})."
+    )
+
+
+def _span_finding(span: Span, tm: TextMap, tools_tokens: int) -> Finding:
+    tok_start = tm.token_at(span.start)
+    tok_end = tm.token_at(span.end)
+    total = tm.token_count + tools_tokens
+    before = tok_start + tools_tokens
+    after = max(0, tm.token_count - tok_end)
+    line, col = tm.line_col(span.start)
+    evidence = shorten(tm.text[span.start : span.end])
+    if span.severity is not None:  # placeholders in a rendered prompt
+        return Finding(
+            rule=span.rule,
+            severity=Severity.parse(span.severity),
+            message=(
+                f"placeholder `{evidence}` at token {before} is still in the rendered prompt: "
+                "the model sees it literally."
+            ),
+            char_offset=span.start,
+            char_end=span.end,
+            token_offset=before,
+            line=line,
+            col=col,
+            evidence=evidence,
+        )
+    position = position_band(before, after)
+    severity = grade(span.frequency, position) if span.confident else Severity.INFO
+    return Finding(
+        rule=span.rule,
+        severity=severity,
+        message=volatile_message(
+            span.what,
+            evidence,
+            before,
+            total,
+            span.frequency,
+            position,
+            after,
+            confident=span.confident,
+        ),
+        char_offset=span.start,
+        char_end=span.end,
+        token_offset=before,
+        line=line,
+        col=col,
+        frequency=span.frequency,
+        position=position,
+        evidence=evidence,
+    )
+
+
+def lint_prompt(
+    text: str,
+    provider: str | None = None,
+    model: str | None = None,
+    *,
+    rendered: bool = False,
+    tools_tokens: int = 0,
+    encoding: str = tokens.DEFAULT_ENCODING,
+    table: dict | None = None,
+) -> list[Finding]:
+    """Lint one prompt for prefix-cache busters.
+
+    Args:
+        text: The system prompt (or a template of it), any language and script.
+        provider: Provider for the minimum-prefix check (``"openai"``, ``"anthropic"``,
+            ``"gemini"``, ``"vllm"``...); ``None`` skips that check.
+        model: Model id for the minimum-prefix table (``"gpt-4o"``...).
+        rendered: True when ``text`` is exactly what is sent: placeholders left in it are
+            reported as unfilled (CB201). False (default) treats it as a template, where a
+            placeholder named like a clock/caller value marks volatile content.
+        tools_tokens: Tokens of the tool definitions sent before the prompt (tools precede
+            the system prompt in OpenAI's and Anthropic's cached prefix).
+        encoding: Token encoding for offsets (``o200k_base`` default).
+        table: Minimum-prefix table (``minimums.load_table``); the bundled one by default.
+
+    Returns:
+        Findings sorted by character offset. Empty or whitespace-only text has none.
+
+    Raises:
+        ValueError: If ``provider`` is not in the minimum-prefix table.
+    """
+    minimum = prefix_minimum(provider, model, table)
+    if not text.strip():
+        return []
+    tm = TextMap(text, encoding)
+    findings = [_span_finding(s, tm, tools_tokens) for s in detect(text, rendered=rendered)]
+    findings.sort(key=lambda f: (f.char_offset or 0, -f.severity))
+    if minimum is not None and minimum.tokens > 0:
+        cut = next(
+            (f for f in findings if f.rule in VOLATILE_RULES and f.severity >= Severity.WARNING),
+            None,
+        )
+        # An early error already says nothing is cached; a second finding adds noise.
+        if cut is None or cut.severity < Severity.ERROR:
+            static_end = cut.char_offset if cut else len(text)
+            static_tokens = tools_tokens + tm.token_at(static_end or 0)
+            if static_tokens < minimum.tokens:
+                what = "up to the first volatile content" if cut else "the whole prompt"
+                if tools_tokens:
+                    what += f", tools included ({tools_tokens} tokens)"
+                at = cut.char_offset or 0 if cut else 0
+                line, col = tm.line_col(at)
+                findings.append(
+                    Finding(
+                        rule="CB301",
+                        severity=Severity.WARNING,
+                        message=below_minimum_message(static_tokens, minimum, what),
+                        char_offset=at,
+                        token_offset=static_tokens,
+                        line=line,
+                        col=col,
+                        fix=RULES["CB301"].fix,
+                        extra={"minimum": minimum.tokens, "static_tokens": static_tokens},
+                    )
+                )
+    return findings

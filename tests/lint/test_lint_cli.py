@@ -1,0 +1,208 @@
+"""The ``pipecat-fast lint`` command: exit codes, output formats, bad input."""
+
+import io
+import json
+
+import pytest
+
+from pipecat_fast.cli import main as router_main
+from pipecat_fast.lint import cli
+
+EARLY = "Current time is 14:03:22. You are a helpful assistant for Acme Dental.\n"
+CLEAN = "You are a helpful assistant for Acme Dental. Keep answers short.\n"
+
+
+def run(argv, stdin=None):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    out, err = io.StringIO(), io.StringIO()
+    args = parser.parse_args(argv)
+    if stdin is not None:
+        import sys
+
+        old = sys.stdin
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()))
+        try:
+            code = cli.run(args, out=out, err=err)
+        finally:
+            sys.stdin = old
+    else:
+        code = cli.run(args, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def files(tmp_path):
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "early.txt").write_text(EARLY)
+    (folder / "clean.txt").write_text(CLEAN)
+    return folder
+
+
+def test_folder_scan_takes_python_and_prompt_named_files_only(tmp_path):
+    (tmp_path / "README.md").write_text(EARLY)
+    (tmp_path / "tsconfig.json").write_text("{// comments\n}")
+    (tmp_path / "bot.py").write_text("x = 1\n")
+    (tmp_path / "system_prompt.txt").write_text(EARLY)
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "greeting.md").write_text(CLEAN)
+    (tmp_path / "tools.json").write_text("[]")
+    doc = json.loads(run([str(tmp_path), "--format", "json"])[1])
+    picked = sorted(f["path"][len(str(tmp_path)) + 1 :] for f in doc["files"])
+    assert picked == ["agent/greeting.md", "bot.py", "system_prompt.txt", "tools.json"]
+
+
+def test_exit_0_when_clean_and_1_on_errors(files):
+    assert run([str(files / "clean.txt")])[0] == cli.EXIT_OK
+    code, out, _ = run([str(files / "early.txt")])
+    assert code == cli.EXIT_FINDINGS
+    assert f"{files / 'early.txt'}:1:17: error CB101 volatile-clock" in out
+    assert "fix: " in out
+
+
+def test_fail_on_levels(files):
+    # A late date is info: fails only with --fail-on info.
+    (files / "late.txt").write_text(CLEAN * 5 + "Today is 2024-05-13.\n")
+    assert run([str(files / "late.txt")])[0] == cli.EXIT_OK
+    assert run([str(files / "late.txt"), "--fail-on", "info"])[0] == cli.EXIT_FINDINGS
+    assert run([str(files / "early.txt"), "--fail-on", "never"])[0] == cli.EXIT_OK
+    assert run([str(files / "clean.txt"), "--provider", "openai"])[0] == cli.EXIT_OK
+    warn = run([str(files / "clean.txt"), "--provider", "openai", "--fail-on", "warning"])
+    assert warn[0] == cli.EXIT_FINDINGS and "CB301" in warn[1]
+
+
+def test_exit_2_on_usage_errors(files):
+    code, _, err = run([str(files / "missing.txt")])
+    assert code == cli.EXIT_USAGE and "no such file" in err
+    code, _, err = run([str(files / "clean.txt"), "--provider", "acme"])
+    assert code == cli.EXIT_USAGE and "unknown provider" in err
+    assert run([])[0] == cli.EXIT_USAGE
+
+
+def test_exit_3_when_an_input_cannot_be_linted_and_others_still_are(files):
+    (files / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    (files / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (files / "broken.py").write_text("def f(:\n")
+    code, out, _ = run([str(files)])
+    assert code == cli.EXIT_FINDINGS  # early.txt still linted and failing
+    assert "binary file" in out and "undecodable" in out and "does not parse" in out
+    code, out, _ = run(
+        [str(files / "blob.txt"), str(files / "broken.py"), str(files / "clean.txt")]
+    )
+    assert code == cli.EXIT_UNLINTED
+    assert "3 file(s); 2 could not be linted" in out
+
+
+def test_json_format(files):
+    code, out, _ = run([str(files), "--format", "json"])
+    doc = json.loads(out)
+    assert code == 1 and doc["summary"]["error"] == 1
+    by_path = {f["path"]: f for f in doc["files"]}
+    hit = by_path[str(files / "early.txt")]["findings"][0]
+    assert hit["rule"] == "CB101" and hit["severity"] == "error" and hit["token_offset"] == 4
+    assert hit["line"] == 1 and hit["col"] == 17 and hit["fix"]
+
+
+def test_sarif_format(files):
+    code, out, _ = run([str(files / "early.txt"), "--format", "sarif"])
+    log = json.loads(out)
+    assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-2.1.0.json")
+    run0 = log["runs"][0]
+    assert run0["columnKind"] == "unicodeCodePoints"
+    rule_ids = [r["id"] for r in run0["tool"]["driver"]["rules"]]
+    (res,) = run0["results"]
+    assert res["ruleId"] == "CB101" and rule_ids[res["ruleIndex"]] == "CB101"
+    assert res["level"] == "error"
+    loc = res["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"].endswith("early.txt")
+    assert loc["region"] == {"startLine": 1, "startColumn": 17}
+
+
+def test_sarif_lists_unlinted_inputs_as_notifications(files):
+    (files / "blob.txt").write_bytes(b"\x00binary")
+    log = json.loads(run([str(files / "blob.txt"), "--format", "sarif"])[1])
+    notes = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+    assert len(notes) == 1 and "binary" in notes[0]["message"]["text"]
+
+
+def test_stdin_python_json_and_utf16(files):
+    assert run(["-"], stdin=EARLY)[0] == cli.EXIT_FINDINGS
+    (files / "bot.py").write_text(
+        "import datetime\ndef build():\n"
+        '    system_prompt = f"Now {datetime.datetime.now()}. ' + "Be brief. " * 50 + '"\n'
+    )
+    (files / "tools.json").write_text(
+        json.dumps([{"name": "lookup", "description": "Example: '+15551234567' → format."}])
+    )
+    (files / "u16.txt").write_bytes(EARLY.encode("utf-16"))
+    code, out, _ = run([str(files / "bot.py"), str(files / "tools.json"), "--format", "json"])
+    doc = json.loads(out)
+    kinds = {f["path"].rsplit("/", 1)[-1]: f["kind"] for f in doc["files"]}
+    assert kinds == {"bot.py": "python", "tools.json": "json"}
+    assert code == 1  # a per-session timestamp opens the Python-built prompt
+    assert run([str(files / "u16.txt")])[0] == cli.EXIT_FINDINGS
+
+
+def test_json_request_locates_findings_in_the_file(files):
+    req = {
+        "tools": [{"type": "function", "function": {"name": "f", "description": "Look up."}}],
+        "messages": [{"role": "system", "content": "Today is Monday, May 13, 2024. " + CLEAN * 9}],
+    }
+    (files / "req.json").write_text(json.dumps(req, indent=2))
+    code, out, _ = run([str(files / "req.json"), "--format", "json"])
+    f = json.loads(out)["files"][0]["findings"][0]
+    assert f["rule"] == "CB101" and (f["line"], f["col"]) == (14, 28)  # the date in "content"
+    (files / "bad.json").write_text("{not json")
+    assert run([str(files / "bad.json")])[0] == cli.EXIT_UNLINTED
+
+
+def test_huge_text_file_is_read_bounded_and_reported(files):
+    big = files / "big.txt"
+    big.write_text(CLEAN * 2000 + EARLY)  # the timestamp sits beyond the first 4 KiB
+    code, out, _ = run([str(big), "--max-bytes", "4096", "--format", "json"])
+    doc = json.loads(out)
+    findings = doc["files"][0]["findings"]
+    assert doc["files"][0]["truncated"] is True
+    assert [f["rule"] for f in findings] == ["CB901"] and findings[0]["severity"] == "info"
+    assert code == cli.EXIT_OK
+    (files / "big.py").write_text("x = 1\n" * 2000)
+    assert run([str(files / "big.py"), "--max-bytes", "4096"])[0] == cli.EXIT_UNLINTED
+
+
+def test_diff_mode(files):
+    (files / "a.txt").write_text("Current time is 14:03:22. " + CLEAN * 50)
+    (files / "b.txt").write_text("Current time is 14:03:25. " + CLEAN * 50)
+    code, out, _ = run(["--diff", str(files / "a.txt"), str(files / "b.txt"), "--turns"])
+    assert code == cli.EXIT_FINDINGS and "CB401 render-divergence" in out
+    code, out, _ = run(["--diff", str(files / "a.txt"), str(files / "a.txt"), "--format", "json"])
+    assert code == 0 and json.loads(out)["diff"]["identical"] is True
+
+
+def test_router_maps_lint_to_this_module(files, capsys):
+    assert router_main(["lint", str(files / "early.txt"), "--color", "never"]) == 1
+    assert "CB101" in capsys.readouterr().out
+
+
+def test_real_deepgram_tool_schemas_have_no_volatile_findings(shared_data, tmp_path):
+    # FUNCTION_DEFINITIONS from deepgram-devs/flask-agent-function-calling-demo (MIT), as
+    # stored in ../shared/data/prompts/tools_deepgram_devs_agent_functions.md: real tool
+    # descriptions full of example phone numbers and emails.
+    import ast
+    import re
+
+    md = (shared_data / "prompts" / "tools_deepgram_devs_agent_functions.md").read_text()
+    code = re.search(r"```python\n(.*?)```", md, re.S).group(1)
+    tree = ast.parse(code)
+    node = next(
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and n.targets[0].id == "FUNCTION_DEFINITIONS"
+    )
+    (tmp_path / "functions.json").write_text(json.dumps(ast.literal_eval(node), indent=2))
+    code, out, _ = run([str(tmp_path / "functions.json"), "--format", "json"])
+    findings = json.loads(out)["files"][0]["findings"]
+    assert code == 0 and [f for f in findings if f["severity"] != "info"] == []
+    assert "+15551234567" in md  # the examples the caller-data rule must not flag
