@@ -29,6 +29,10 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "pipecat_fast.stabilizer.evaluation",
         "prefill tokens re-read on real ASR partial sequences",
     ),
+    "lint": (
+        "pipecat_fast.lint.evaluation",
+        "real-prompt confusion table for the cache-bust linter",
+    ),
 }
 
 

@@ -51,9 +51,7 @@ async def test_a_broken_call_is_recorded_and_the_run_goes_on():
 
     bad = BenchConfig("broken-for-test", "raises while building", broken)
     async with stack_for(call) as stack:
-        results = await run_interleaved(
-            [call], [CONFIGS["stock"], bad], Endpoints(**stack.urls())
-        )
+        results = await run_interleaved([call], [CONFIGS["stock"], bad], Endpoints(**stack.urls()))
     assert [r.config for r in results] == ["stock", "broken-for-test"]
     assert results[0].error is None and len(results[0].turns) == 1
     assert "lever exploded" in results[1].error and results[1].turns == []
