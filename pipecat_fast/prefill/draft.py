@@ -26,6 +26,7 @@ from typing import Any
 
 from loguru import logger
 from pipecat.frames.frames import (
+    EagerEndOfTurnCancelFrame,
     Frame,
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
@@ -156,13 +157,20 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
             self._draft_finals.append(frame.text)
             if self._draft_text is not None and not self._matches(self._draft_text):
                 await self._withdraw("the final transcript moved on")
-                if self._draft_silent:
-                    await self._maybe_draft()
+            if self._draft_silent:
+                # A final that lands after the VAD stop (a slow STT) can still be drafted.
+                await self._maybe_draft()
         elif isinstance(frame, StableTranscriptFrame):
             self._draft_stable = frame.text
         elif isinstance(frame, VADUserStartedSpeakingFrame):
             self._draft_silent = False
             await self._withdraw("the caller is speaking again")
+        elif isinstance(frame, EagerEndOfTurnCancelFrame) and self._draft_text is not None:
+            # Someone else withdrew the speculation (the LLM service does when a draft wants
+            # a tool call): the confirmed turn must then run the normal request.
+            logger.debug(f"{self}: the draft was withdrawn elsewhere")
+            self._draft_text = None
+            self._draft_discarded += 1
         result = await self._draft_inner.process_frame(frame)
         if isinstance(frame, VADUserStoppedSpeakingFrame):
             self._draft_silent = True

@@ -207,7 +207,10 @@ class AnthropicEmulator(OpenAIEmulator):
             self.cache.insert(namespace, tokens, time.monotonic(), breakpoints)
         await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
         messages = [{"role": m["role"], "content": m.get("content")} for m in body["messages"]]
-        pieces, finish = stream_pieces(self.replies.reply_for(messages), body["max_tokens"])
+        reply = self.replies.reply_for(messages)
+        if isinstance(reply, dict):  # scripted tool calls are emulated for OpenAI only
+            reply = str(reply.get("after", ""))
+        pieces, finish = stream_pieces(reply, body["max_tokens"])
         record.completion_tokens = len(pieces)
         usage = {
             "input_tokens": record.prompt_tokens - read - max(0, creation),

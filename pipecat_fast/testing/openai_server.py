@@ -160,28 +160,39 @@ def validate_chat_request(body: Any) -> dict[str, Any]:
 
 
 class ReplyBook:
-    """Scripted replies looked up by the last user message (case/punctuation-insensitive)."""
+    """Scripted replies looked up by the last user message (case/punctuation-insensitive).
 
-    def __init__(self, pairs: Iterable[tuple[str, str]] = ()):
-        self._replies: dict[str, str] = {}
+    A reply is text, or a tool call ``{"tool_call": {"name": ..., "arguments": {...}},
+    "after": "text once the tool answered"}``.
+    """
+
+    def __init__(self, pairs: Iterable[tuple[str, str | dict[str, Any]]] = ()):
+        self._replies: dict[str, str | dict[str, Any]] = {}
         self.add(pairs)
 
-    def add(self, pairs: Iterable[tuple[str, str]]) -> None:
+    def add(self, pairs: Iterable[tuple[str, str | dict[str, Any]]]) -> None:
         """Add ``(user text, reply)`` pairs."""
         for user_text, reply in pairs:
             self._replies[normalize(user_text)] = reply
 
-    def reply_for(self, messages: list[dict[str, Any]]) -> str:
-        """The scripted reply to the last user message, else a stable fallback reply."""
+    def reply_for(self, messages: list[dict[str, Any]]) -> str | dict[str, Any]:
+        """The scripted reply to the last user message, else a stable fallback reply.
+
+        After a tool result (a last message with role ``tool``) the tool call's ``after``
+        text is returned, so a scripted tool call is made once per user message.
+        """
         user_text = ""
         for message in reversed(messages):
             if message.get("role") == "user":
                 user_text = content_text(message.get("content"))
                 break
         key = normalize(user_text)
-        if key in self._replies:
-            return self._replies[key]
-        return FALLBACK_REPLIES[zlib.crc32(key.encode("utf-8")) % len(FALLBACK_REPLIES)]
+        reply = self._replies.get(key)
+        if reply is None:
+            return FALLBACK_REPLIES[zlib.crc32(key.encode("utf-8")) % len(FALLBACK_REPLIES)]
+        if isinstance(reply, dict) and messages and messages[-1].get("role") == "tool":
+            return str(reply.get("after", FALLBACK_REPLIES[0]))
+        return reply
 
 
 def stream_pieces(text: str, max_tokens: int | None) -> tuple[list[str], str]:
@@ -226,7 +237,7 @@ class OpenAIEmulator(HttpEmulator):
         self,
         profile: LatencyProfile = SAME_REGION,
         *,
-        replies: Iterable[tuple[str, str]] = (),
+        replies: Iterable[tuple[str, str | dict[str, Any]]] = (),
         cache: PrefixCache | None = None,
         port: int = 0,
     ):
@@ -324,7 +335,10 @@ class OpenAIEmulator(HttpEmulator):
         self.cache.insert(namespace, tokens, time.monotonic())
         await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
 
-        pieces, finish = stream_pieces(self.replies.reply_for(body["messages"]), max_tokens)
+        reply = self.replies.reply_for(body["messages"])
+        if isinstance(reply, dict):
+            return await self._tool_call(request, record, body, reply["tool_call"])
+        pieces, finish = stream_pieces(reply, max_tokens)
         record.completion_tokens = len(pieces)
         if not record.stream:
             await sleep_ms(1000.0 * max(0, len(pieces) - 1) / p.llm_decode_tokens_per_s)
@@ -332,6 +346,41 @@ class OpenAIEmulator(HttpEmulator):
         return await self._stream(request, record, body, pieces, finish)
 
     # -- responses ------------------------------------------------------------------------
+
+    async def _tool_call(
+        self, request: web.Request, record: RequestRecord, body: dict[str, Any], call: dict
+    ) -> web.StreamResponse:
+        """Answer with one function call (streamed as OpenAI streams ``tool_calls``)."""
+        arguments = json.dumps(call.get("arguments", {}))
+        record.completion_tokens = len(encode(arguments)) + 1
+        record.extra["tool_call"] = call.get("name")
+        tool = {"index": 0, "id": f"call_{record.id}", "type": "function"}
+        first = {**tool, "function": {"name": call["name"], "arguments": ""}}
+        rest = {"index": 0, "function": {"arguments": arguments}}
+        if not record.stream:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {**tool, "function": {"name": call["name"], "arguments": arguments}}
+                ],
+            }
+            return web.json_response(
+                {
+                    "id": record.id,
+                    "object": "chat.completion",
+                    "created": int(record.started_at),
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                    "usage": self._usage(record),
+                }
+            )
+        deltas = [
+            ({"role": "assistant", "tool_calls": [first]}, None),
+            ({"tool_calls": [rest]}, None),
+        ]
+        deltas.append(({}, "tool_calls"))
+        return await self._send_chunks(request, record, body, deltas)
 
     def _usage(self, record: RequestRecord) -> dict[str, Any]:
         return {
@@ -362,6 +411,23 @@ class OpenAIEmulator(HttpEmulator):
         pieces: list[str],
         finish: str,
     ) -> web.StreamResponse:
+        deltas: list[tuple[dict[str, Any], str | None]] = [
+            ({"role": "assistant", "content": ""}, None)
+        ]
+        deltas += [({"content": piece}, None) for piece in pieces if piece]
+        deltas.append(({}, finish))
+        return await self._send_chunks(request, record, body, deltas, pace=True)
+
+    async def _send_chunks(
+        self,
+        request: web.Request,
+        record: RequestRecord,
+        body: dict[str, Any],
+        deltas: list[tuple[dict[str, Any], str | None]],
+        *,
+        pace: bool = False,
+    ) -> web.StreamResponse:
+        """Stream ``(delta, finish_reason)`` chunks as SSE, at the decode rate if ``pace``."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
@@ -377,13 +443,11 @@ class OpenAIEmulator(HttpEmulator):
         interval_ms = 1000.0 / self.profile.llm_decode_tokens_per_s
         try:
             await response.prepare(request)
-            await response.write(chunk({"role": "assistant", "content": ""}))
-            for i, piece in enumerate(pieces):
-                if i:
+            for i, (delta, finish_reason) in enumerate(deltas):
+                # The role chunk and each token's delta arrive one decode step apart.
+                if pace and 1 < i < len(deltas) - 1:
                     await sleep_ms(interval_ms)
-                if piece:
-                    await response.write(chunk({"content": piece}))
-            await response.write(chunk({}, finish))
+                await response.write(chunk(delta, finish_reason))
             if (body.get("stream_options") or {}).get("include_usage"):
                 # OpenAI sends usage in a last chunk with an empty choices list.
                 usage = {
