@@ -457,6 +457,8 @@ class StreamSegmenter:
             return no  # stress mark inside a word
         if run in (".", "．") and i > 0 and buf[i - 1].isdigit() and nxt_raw.isdigit():
             return no  # decimal, version, date: 3.14, 1.2.3, ３．２９
+        if i > 0 and buf[i - 1] in "[(" and nxt_raw in "])" and set(run) <= {".", R.ELLIPSIS}:
+            return no  # editorial omission: "[...]", "(…)"
         script = any(ch in R.SCRIPT_TERMINATORS or ch in R.ARMENIAN_MARKS for ch in run)
         excl = any(ch in R.LATIN_EXCLAMATIONS or ch in rules.extra_terminators for ch in run)
         ellipsis = (
@@ -562,6 +564,17 @@ class StreamSegmenter:
             if e < n and buf[e].isalpha() and e > r:
                 return yes  # the next sentence opens with an ellipsis: "raak. ...en toen"
             return no  # "Dad ! '' ." -- the later mark decides
+        if m in "—–-" and m == buf[r]:
+            # Dialogue attribution or an aside after a dash: "бар? — деді", "D.C. - Colombia".
+            e = r + 1
+            while e < n and (buf[e].isspace() or buf[e] in "—–-"):
+                e += 1
+            if e == n:
+                return no if final else _NEED
+            left_kind = R.abbreviation_kind(R.word_before(buf, i), rules)
+            if buf[e].islower() or (left_kind is not None and not excl):
+                return no
+            return yes
         if m.islower() or m.isdigit() or buf[q] in "(" or buf[q] in R.BULLETS:
             # "Smith. a. here", "this. 1. The first", "world. (ii) Hello": a list item starts.
             left_kind = R.abbreviation_kind(R.word_before(buf, i), rules)
@@ -619,13 +632,15 @@ class StreamSegmenter:
             return _NEED
         core = token.rstrip("".join(R.CLOSERS) + ".,!?;:…")
         if re.fullmatch(r"[^\W\d_][^\W\d_'’]+", core):
-            return yes
+            return yes  # "it.Your reference"
         return no
 
     def _after_period(self, i, r, m, final, yes, no):
         """A period, whitespace, then ``m`` (not lowercase): does the sentence end here?"""
         buf, rules = self._st.buf, self._rules
         left = R.word_before(buf, i)
+        if not left and i > 1 and buf[i - 1] == " " and not buf[i - 2].isspace():
+            left = R.word_before(buf, i - 1)  # a detached period: "Mr . Robinson"
         if not left or R.looks_like_url(left):
             return yes
         kind = R.abbreviation_kind(left, rules)
@@ -633,6 +648,8 @@ class StreamSegmenter:
         if m.isupper():
             if kind == "title":
                 return no
+            if self._closes_phrase(left, i):
+                return yes  # "She weighed 5 lb. Tom", "in 753 B.C. Augustus"
             if kind == "initial":
                 if left == "I" and rules.code == "en" and not at_start:
                     return self._starter(r, final, yes, no)
@@ -644,6 +661,8 @@ class StreamSegmenter:
                     return no  # "1. The first item"
                 if rules.ordinal_dot and left.isdigit() and len(left) <= 3:
                     return no  # "am 12. Juni"
+            if rules.ordinal_dot and R.ROMAN_NUMERAL.match(left):
+                return no  # "XII. Pluku": a Roman ordinal
             return yes
         if m.isdigit():
             if kind is not None or R.looks_like_number(left):
@@ -654,6 +673,19 @@ class StreamSegmenter:
                 return no  # "ዓ.ም. ሻርጌ", "د. ديفيد"
             return yes
         return yes
+
+    def _closes_phrase(self, left: str, i: int) -> bool:
+        """A postpositive abbreviation (a.m., Ph.D., B.C., 5 lb.) ending a 3+ word clause."""
+        low = left.lower()
+        rules = self._rules
+        head = self._st.buf[: i - len(left)].split()
+        if low in rules.postpositive:
+            pass
+        elif low in rules.units and head and R.looks_like_number(head[-1]):
+            pass
+        else:
+            return False
+        return len(head) >= 3
 
     def _starter(self, r: int, final: bool, yes, no):
         """Does the word at ``r`` usually start a sentence? Decides as soon as the prefix can."""

@@ -22,21 +22,29 @@ class LanguageRules:
         abbreviations: Other abbreviations (``Inc.``, ``etc.``, ``approx.``): after them a
             capitalised word starts a new sentence only when it is a common sentence starter.
         numeric: Abbreviations that precede a number (``No. 5``, ``p. 55``, ``Jan. 20``).
+        postpositive: Abbreviations that close a phrase (``a.m.``, ``Ph.D.``, ``B.C.``), and
+            ``units``, which close one after a number (``5 lb.``): after them, in a clause of
+            three words or more, a capitalised word starts a new sentence.
         starters: Capitalised words that usually begin a sentence (``The``, ``He``), used to
             decide after an abbreviation or the pronoun ``I``.
         ordinal_dot: The language writes ordinals as a number and a period (German ``12. Juni``),
             so a short number and a period before a capitalised word does not end a sentence.
         extra_terminators: ASCII marks that end a sentence in this language only (Greek ``;``
             is a question mark, Armenian text often types the full stop ``։`` as ``:``).
+        vowel_final: Native words end in a vowel (Italian), so a word that ends in a consonant
+            before a period is most likely cut short: an abbreviation (``psicol.``, ``idraul.``).
     """
 
     code: str
     titles: frozenset[str] = field(default_factory=frozenset)
     abbreviations: frozenset[str] = field(default_factory=frozenset)
     numeric: frozenset[str] = field(default_factory=frozenset)
+    postpositive: frozenset[str] = field(default_factory=frozenset)
+    units: frozenset[str] = field(default_factory=frozenset)
     starters: frozenset[str] = field(default_factory=frozenset)
     ordinal_dot: bool = False
     extra_terminators: str = ""
+    vowel_final: bool = False
 
 
 def _s(text: str) -> frozenset[str]:
@@ -64,7 +72,16 @@ _EN = LanguageRules(
         "tues thu thur thurs fri wk wks mo mos yr yrs avg dir div"
     ),
     numeric=_COMMON_NUMERIC
-    | _s("ch chap sec sect eq eqs pg ex jan feb mar apr jun jul aug sep sept oct nov dec rm ste"),
+    | _s(
+        "ch chap sec sect eq eqs pg ex jan feb mar apr jun jul aug sep sept oct nov dec rm ste rs"
+    ),
+    postpositive=_s(
+        "a.m p.m ph.d ll.m ll.b j.d m.d b.a m.a b.sc m.sc d.phil b.c a.d c.e b.c.e m.b.a"
+    ),
+    units=_s(
+        "lb lbs oz ft in yd mi sq hr hrs min mins sec secs mo mos yr yrs wk wks pt qt gal cu "
+        "tbsp tsp doz"
+    ),
     starters=_s(
         "I I'm I've I'll I'd It It's He He's She She's We We're They They're You You're The This "
         "That That's These Those There There's Their Then Thus Hence However But And So Or Yet If "
@@ -176,9 +193,12 @@ _IT = LanguageRules(
     ),
     numeric=_COMMON_NUMERIC | _s("pag n nn cap art"),
     starters=_s(
-        "Io Tu Lui Lei Noi Voi Loro Il Lo La Le Gli I Un Una Questo Questa Quello Ma E O Se "
-        "Quando Che Chi Dove Perché Come Sì No Grazie Poi Allora Oggi Buongiorno Arrivederci"
+        "Io Tu Lui Lei Noi Voi Loro Il Lo La Le Gli I Un Una Uno Questo Questa Quello Quella Ma "
+        "E O Se Quando Che Chi Dove Perché Come Cosa Sì No Non Grazie Poi Allora Oggi Domani Ieri "
+        "Dopo Prima Ecco Anche Quindi Inoltre Però Infatti Ciao Salve Buongiorno Buonasera "
+        "Arrivederci Mi Ti Ci Vi Si Per Con In Da Di Al Nel Sul C'è Ci Purtroppo Certo Va"
     ),
+    vowel_final=True,
 )
 
 _ES = LanguageRules(

@@ -83,6 +83,7 @@ _ROMAN = ("i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x", "xi", "xi
 _URLISH = re.compile(r"(?:[a-z][a-z0-9+.-]*:/|www\.|@)", re.IGNORECASE)
 _NUMBERISH = re.compile(r"^[$€£¥₹%#+-]?\d[\d.,:/'’]*%?$")
 _ABBR_CHAIN = re.compile(r"^(?:\w{1,3}\.)+\w{1,3}$")
+ROMAN_NUMERAL = re.compile(r"^[IVXLC]{1,6}$")
 _CITATION = re.compile(r"\[\d{1,3}(?:[-–,]\d{1,3})*\]")
 
 
@@ -129,8 +130,8 @@ def word_before(text: str, i: int) -> str:
     j = i
     while j > 0 and not text[j - 1].isspace():
         j -= 1
-    word = text[j:i]
-    return word.lstrip("".join(OPENERS))
+    word = "".join(ch for ch in text[j:i] if ch not in FORMAT_CHARS)
+    return word.lstrip("".join(OPENERS | BULLETS))
 
 
 def word_after(text: str, i: int) -> tuple[str, bool]:
@@ -196,6 +197,14 @@ def abbreviation_kind(word: str, rules: LanguageRules) -> str | None:
         return "abbr"
     if low in rules.numeric:
         return "numeric"
+    if (
+        rules.vowel_final
+        and len(word) >= 3
+        and word.isalpha()
+        and word[1:].islower()
+        and low[-1] not in "aeiouàèéìíòóùy"
+    ):
+        return "abbr"
     return None
 
 
