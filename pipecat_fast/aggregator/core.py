@@ -494,6 +494,8 @@ class StreamSegmenter:
                         break
                 k += 1
                 continue
+            if ch == "<" and k + 1 == n and not final:
+                return _NEED  # maybe a closing tag: "Now.</emphasis>"
             if ch == "<" and buf.startswith("</", k):
                 close = buf.find(">", k, k + 64)
                 if close < 0:
@@ -657,8 +659,9 @@ class StreamSegmenter:
             if kind in ("abbr", "numeric"):
                 return self._starter(r, final, yes, no)
             if R.looks_like_number(left):
-                if at_start:
-                    return no  # "1. The first item"
+                before = buf[: i - len(left)].rstrip()
+                if at_start or (before.endswith(":") and left.isdigit() and len(left) <= 2):
+                    return no  # "1. The first item", "Steps: 1. Open it."
                 if rules.ordinal_dot and left.isdigit() and len(left) <= 3:
                     return no  # "am 12. Juni"
             if rules.ordinal_dot and R.ROMAN_NUMERAL.match(left):

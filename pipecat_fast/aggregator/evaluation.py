@@ -237,6 +237,7 @@ def evaluate(data_dir: Path, modes: tuple[str, ...] = MODES, limit: int | None =
     push_ns: dict[str, list[int]] = defaultdict(list)
     delays: dict[str, list[int]] = defaultdict(list)
     failures: list[dict] = []
+    timed_mode = "tokens" if "tokens" in modes else modes[0]
 
     async def _all() -> None:
         for case in cases:
@@ -252,7 +253,7 @@ def evaluate(data_dir: Path, modes: tuple[str, ...] = MODES, limit: int | None =
                     ok[name] &= good
                     per_mode[f"{name}/{mode}"][0] += good
                     per_mode[f"{name}/{mode}"][1] += 1
-                    if mode == "tokens":
+                    if mode == timed_mode:
                         push_ns[name].extend(r.push_ns)
                         delays[name].extend(_delays(r, text_pieces))
                     if not good:
@@ -284,6 +285,7 @@ def evaluate(data_dir: Path, modes: tuple[str, ...] = MODES, limit: int | None =
     streams = evaluate_streams(data_dir)
     return {
         "modes": list(modes),
+        "timed_mode": timed_mode,
         "languages": {k: {a: v for a, v in d.items()} for k, d in sorted(rows.items())},
         "sources": {k: {a: v for a, v in d.items()} for k, d in by_source.items()},
         "per_mode": dict(per_mode),
@@ -423,9 +425,12 @@ def run(args: argparse.Namespace) -> int:
     if not (args.data / "sbd").is_dir():
         print(f"shared test material not found at {args.data} (expected ../shared/data)")
         return 2
-    logger.remove()  # Pipecat logs its banner; the table is the output here
+    logger.disable("pipecat")  # Pipecat's banner and debug lines; the table is the output here
     modes = tuple(m for m in args.modes.split(",") if m in MODES) or MODES
-    report = evaluate(args.data, modes, args.limit)
+    try:
+        report = evaluate(args.data, modes, args.limit)
+    finally:
+        logger.enable("pipecat")
     print_report(report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
