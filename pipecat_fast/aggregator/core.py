@@ -34,6 +34,11 @@ _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _CLAUSE_CUT = re.compile(r"(?:[,;:]|\s[-–—]|—)\s+|[，、；：،؛၊]\s*")
 _GRAPHEME = regex.compile(r"\X")
+_TAG = regex.compile(
+    r"<(?P<close>/)?(?P<name>[A-Za-z][\w:.-]{0,40})"
+    r"(?:\s+[\w:.-]{1,40}\s*=\s*(?:\"[^\"<>]{0,200}\"|'[^'<>]{0,200}'|[^\s\"'<>]{1,200}))*"
+    r"\s*(?P<selfclose>/)?>"
+)
 
 _NEED = "need"  # a decision needs text that has not arrived yet
 
@@ -413,27 +418,23 @@ class StreamSegmenter:
         return False
 
     def _markup(self, i: int, final: bool) -> int | str:
+        """A markup tag at buf[i] ("<break .../>", "<spell>", "</spell>"): skip it whole."""
         st, buf = self._st, self._st.buf
-        if i + 1 >= len(buf):
-            return _NEED if not final else i + 1
-        if not (buf[i + 1].isalpha() or buf[i + 1] in "/!"):
-            return i + 1
-        close = buf.find(">", i, i + 200)
-        if close < 0:
-            if len(buf) - i < 200 and not final:
-                return _NEED
-            return i + 1  # not a tag after all
-        tag = buf[i + 1 : close].strip()
-        name = tag.lstrip("/").split(None, 1)[0].rstrip("/").lower() if tag.lstrip("/") else ""
+        m = _TAG.match(buf, i, partial=True)
+        if m is None:
+            return i + 1  # "a < b", "x<y and": not a tag
+        if m.partial:
+            return i + 1 if final else _NEED
+        name = m.group("name").lower()
         if name in R.SSML_ELEMENTS:
-            if tag.startswith("/"):
+            if m.group("close"):
                 for k in range(len(st.holds) - 1, -1, -1):
                     if st.holds[k].kind == "x" and st.holds[k].token == name:
                         del st.holds[k:]
                         break
-            elif not tag.endswith("/"):
+            elif not m.group("selfclose"):
                 st.holds.append(_Hold("x", name, st.base + i))
-        return close + 1
+        return m.end()
 
     # ----------------------------------------------------------------- decisions
 

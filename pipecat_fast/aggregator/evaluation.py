@@ -26,7 +26,9 @@ emoji cut at real o200k/cl100k boundaries, many tokens invalid UTF-8 alone) are 
 to ours and as code-point-safe pieces to Pipecat; the suite counts chunk ends that fall inside a
 grapheme cluster and U+FFFD in the output. It also reports the per-token overhead (median µs
 per push) and the boundary-to-emit delay (tokens between the token that completes a boundary
-mark and the push that emits the chunk).
+mark and the push that emits the chunk), both in the ``tokens`` mode, and the token at which
+the first chunk of a multi-sentence case is released: ours with the first-phrase policy off
+and on, and Pipecat's.
 """
 
 from __future__ import annotations
@@ -237,6 +239,7 @@ def evaluate(data_dir: Path, modes: tuple[str, ...] = MODES, limit: int | None =
     push_ns: dict[str, list[int]] = defaultdict(list)
     delays: dict[str, list[int]] = defaultdict(list)
     failures: list[dict] = []
+    first_chunk: dict[str, list[int]] = defaultdict(list)
     timed_mode = "tokens" if "tokens" in modes else modes[0]
 
     async def _all() -> None:
@@ -256,6 +259,11 @@ def evaluate(data_dir: Path, modes: tuple[str, ...] = MODES, limit: int | None =
                     if mode == timed_mode:
                         push_ns[name].extend(r.push_ns)
                         delays[name].extend(_delays(r, text_pieces))
+                        if case.expected and len(case.expected) >= 2:
+                            first_chunk[name].append(_first_emit(r, pieces))
+                if mode == timed_mode and case.expected and len(case.expected) >= 2:
+                    eager = run_ours(pieces, case.lang, first_phrase=True)
+                    first_chunk["ours_first_phrase"].append(_first_emit(eager, pieces))
                     if not good:
                         outputs[f"{name}/{mode}"] = (
                             norm_list(r.streamed) + ["|"] + norm_list(r.flushed)
@@ -298,9 +306,19 @@ def evaluate(data_dir: Path, modes: tuple[str, ...] = MODES, limit: int | None =
             for k, v in delays.items()
             if v
         },
+        "first_chunk_token": {
+            k: {"median": statistics.median(v), "mean": round(statistics.fmean(v), 2), "n": len(v)}
+            for k, v in first_chunk.items()
+            if v
+        },
         "streams": streams,
         "failures": failures,
     }
+
+
+def _first_emit(run: Run, pieces: list) -> int:
+    """Index of the piece whose push released the first chunk (the last piece if only flush)."""
+    return run.ends[0][0] if run.ends else len(pieces) - 1
 
 
 def _pct(values: list[int], p: float) -> float:
@@ -383,6 +401,10 @@ def print_report(report: dict) -> None:
         f"p95: {report['per_token_us_p95']}"
     )
     console.print(f"boundary-to-emit delay (tokens): {report['delay_tokens']}")
+    console.print(
+        "first chunk released at token (multi-sentence cases): "
+        f"{report.get('first_chunk_token', {})}"
+    )
     for line in goal_lines(report):
         console.print(line)
 

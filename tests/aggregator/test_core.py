@@ -592,3 +592,18 @@ def test_property_bytes_in_any_split_give_the_same_chunks_as_the_whole_text(text
 @given(text=_texts, cuts=st.lists(st.integers(0, 10_000), max_size=12))
 def test_property_piece_boundaries_never_change_the_chunks(text, cuts):
     assert texts(_split(text, cuts), first_phrase=True) == texts([text], first_phrase=True)
+
+
+def test_a_literal_less_than_sign_does_not_hold_sentences():
+    seg = StreamSegmenter(SegmenterConfig(first_phrase=False))
+    out = [c.text for p in words("If a<b and b < c then stop. Next one.") for c in seg.push(p)]
+    assert out == ["If a<b and b < c then stop. "]
+
+
+def test_core_does_not_import_pipecat():
+    import subprocess
+    import sys
+
+    code = "import sys, pipecat_fast.aggregator.core; print('pipecat' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
