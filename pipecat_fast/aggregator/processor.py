@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -83,20 +84,22 @@ class FastTextAggregator(BaseTextAggregator):
 
     async def aggregate(self, text: str) -> AsyncIterator[Aggregation]:
         """Add one piece of LLM text; yield each chunk it completes."""
-        for chunk in self._pf_safe(lambda: self._pf_segmenter.push(text, now=self._pf_clock())):
+        push = partial(self._pf_segmenter.push, text, now=self._pf_clock())
+        for chunk in self._pf_safe(push, text):
             agg = self._pf_aggregation(chunk)
             if agg is not None:
                 yield agg
 
     def push_bytes(self, data: bytes) -> list[Aggregation]:
         """Add raw UTF-8 bytes (a self-hosted server's byte tokens); return completed chunks."""
-        chunks = self._pf_safe(lambda: self._pf_segmenter.push(data, now=self._pf_clock()))
+        push = partial(self._pf_segmenter.push, data, now=self._pf_clock())
+        chunks = self._pf_safe(push, data.decode("utf-8", "replace"))
         return [a for a in map(self._pf_aggregation, chunks) if a is not None]
 
     def poll(self, now: float | None = None) -> list[Aggregation]:
         """Release what is safe to say when the reply stalled (``stall_flush_s``)."""
         t = self._pf_clock() if now is None else now
-        chunks = self._pf_safe(lambda: self._pf_segmenter.poll(t))
+        chunks = self._pf_safe(partial(self._pf_segmenter.poll, t))
         return [a for a in map(self._pf_aggregation, chunks) if a is not None]
 
     async def flush(self) -> Aggregation | None:
@@ -124,13 +127,19 @@ class FastTextAggregator(BaseTextAggregator):
                 text += " "
         return Aggregation(text=text, type=TextType.SENTENCE)
 
-    def _pf_safe(self, call) -> list[Chunk]:
-        """Fail open: a segmenter bug must not lose text or crash the pipeline."""
+    def _pf_safe(self, call, incoming: str = "") -> list[Chunk]:
+        """Fail open: a segmenter bug must not lose text or crash the pipeline.
+
+        On an exception the text held so far, plus ``incoming`` if the failing call had not
+        taken it in yet, is released as one chunk and the segmenter starts over.
+        """
         try:
             return call()
-        except Exception as e:  # pragma: no cover - defensive; the core is tested to not raise
+        except Exception as e:
             logger.exception(f"{self}: segmenter failed ({e}); releasing the buffered text as is")
             text = self._pf_segmenter.pending_text
+            if incoming and not text.endswith(incoming):
+                text += incoming
             self._pf_segmenter.reset()
             return [Chunk(text, ChunkKind.END, 0, len(text), len(text))] if text else []
 

@@ -607,3 +607,27 @@ def test_core_does_not_import_pipecat():
     code = "import sys, pipecat_fast.aggregator.core; print('pipecat' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=80),
+    cuts=st.lists(st.integers(0, 999), max_size=8),
+)
+def test_property_any_unicode_text_is_reproduced_after_cleaning(text, cuts):
+    streamed, flushed = feed(_split(text, cuts), first_phrase=True, max_chars=20)
+    cleaned = re.sub(r"[\x00-\x08\x0e-\x1f\x7f]", "", text)
+    joined = "".join(c.text for c in streamed + flushed)
+    assert cleaned.startswith(joined) and not cleaned[len(joined) :].strip()
+    assert {c.end for c in streamed + flushed} <= graphemes_ends(cleaned)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=120), cuts=st.lists(st.integers(0, 999), max_size=8))
+def test_property_arbitrary_bytes_never_raise_and_lose_nothing(data, cuts):
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    streamed, flushed = feed(pieces)
+    expected = re.sub(r"[\x00-\x08\x0e-\x1f\x7f]", "", data.decode("utf-8", "replace"))
+    joined = "".join(c.text for c in streamed + flushed)
+    assert expected.startswith(joined) and not expected[len(joined) :].strip()

@@ -229,3 +229,17 @@ def test_factory_builds_an_llm_text_processor():
     assert isinstance(proc, LLMTextProcessor) and isinstance(proc, FastTextProcessor)
     cfg = proc.aggregator.segmenter.config
     assert (cfg.first_phrase, cfg.language, cfg.max_chars) == (False, "de", 120)
+
+
+async def test_aggregator_fails_open_when_the_segmenter_raises(monkeypatch):
+    agg = FastTextAggregator(SegmenterConfig(first_phrase=False))
+    [a async for a in agg.aggregate("Held text without an end")]
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(agg.segmenter, "push", boom)
+    out = [a.text async for a in agg.aggregate(" and more")]
+    # Everything received is released as is (nothing lost, no crash) and the buffer resets.
+    assert out == ["Held text without an end and more"]
+    assert agg.text.text == ""
