@@ -266,3 +266,8 @@ def citation_at(text: str, i: int) -> int:
         if not m:
             return j
         j = m.end()
+
+
+def grapheme_len(text: str) -> int:
+    """Number of extended grapheme clusters in ``text``."""
+    return sum(1 for _ in regex.finditer(r"\X", text))
