@@ -76,7 +76,7 @@ class BoundaryDecisions:
 
     def _alive(self, holds: list[Hold], at: int) -> bool:
         limit = self._cfg.hold_max_chars
-        return any(h.kind == "x" or at - h.pos <= limit for h in holds)
+        return any(at - h.pos <= limit for h in holds)
 
     def _advance_state(self, i: int, final: bool) -> int | str:
         """Update quotes, brackets, emphasis and markup for buf[i]; return the next index."""
@@ -140,7 +140,7 @@ class BoundaryDecisions:
         if m.partial:
             return i + 1 if final else NEED
         name = m.group("name").lower()
-        if name in R.SSML_ELEMENTS:
+        if name in R.HOLD_ELEMENTS:
             if m.group("close"):
                 for k in range(len(st.holds) - 1, -1, -1):
                     if st.holds[k].kind == "x" and st.holds[k].token == name:

@@ -85,8 +85,9 @@ class SegmenterConfig:
             of a mark, a space ends a chunk once the chunk is at least this long.
         stall_flush_s: If set, ``poll(now)`` releases a pending sentence or clause when no text
             has arrived for this many seconds. None disables it.
-        hold_max_chars: An unclosed quote, bracket or markdown emphasis stops holding sentences
-            together after this many code points (a stray ``(`` must not hold a whole reply).
+        hold_max_chars: An unclosed quote, bracket, markdown emphasis or inline markup element
+            stops holding sentences together after this many code points (a stray ``(`` must
+            not hold a whole reply).
     """
 
     language: str | None = None

@@ -66,12 +66,10 @@ for _o, _cs in PAIRS.items():
         CLOSING_TO_OPENERS.setdefault(_c, "")
         CLOSING_TO_OPENERS[_c] += _o
 
-# Speech markup elements whose content must stay in one chunk (SSML and the tags TTS
-# providers read: Cartesia's <spell>, ElevenLabs' <break>, ...).
-SSML_ELEMENTS = frozenset(
-    "speak p s w break emphasis prosody say-as phoneme sub spell voice lang audio mark emotion "
-    "speed volume amazon:effect amazon:emotion mstts:express-as em strong b i u".split()
-)
+# Inline speech-markup elements whose content must stay in one chunk (a word spelled out, a
+# pronunciation, an emphasised phrase). Container elements (<speak>, <p>, <s>, <voice>,
+# <prosody>, ...) may wrap a whole reply, so they hold nothing; every tag stays whole anyway.
+HOLD_ELEMENTS = frozenset("spell say-as phoneme sub emphasis w em strong b i u".split())
 
 _LIST_MARKER = regex.compile(
     r"(?:[•⁃▪◦‣●○■□➢➤►]\s*)?"  # optional bullet

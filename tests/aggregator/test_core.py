@@ -238,6 +238,11 @@ def test_ssml_tags_stay_intact(text, expected):
     assert_chunks(text, expected)
 
 
+def test_container_markup_does_not_hold_the_reply():
+    text = "<speak>Hello there. How are you?</speak>"
+    assert_chunks(text, ["<speak>Hello there. ", "How are you?</speak>"])
+
+
 def test_ssml_tag_split_across_tokens_stays_whole():
     pieces = ["Wait", " <bre", 'ak time="1', '.5s"/', ">", " here", ".", " Go", "."]
     assert texts(pieces) == ['Wait <break time="1.5s"/> here. ', "Go."]
