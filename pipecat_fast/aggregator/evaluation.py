@@ -48,7 +48,9 @@ import regex
 
 from pipecat_fast.aggregator.core import SegmenterConfig, StreamSegmenter
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+_CHECKOUT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+# ../shared/data beside a source checkout, else beside the current directory.
+DEFAULT_DATA = _CHECKOUT_DATA if _CHECKOUT_DATA.is_dir() else Path.cwd().parent / "shared" / "data"
 MODES = ("tokens", "chars", "words")
 AGGREGATORS = ("ours", "pipecat")
 
@@ -178,8 +180,13 @@ _PYSBD: dict[str, object] = {}
 
 def run_pysbd(text: str, lang: str) -> list[str] | None:
     """Sentences pySBD finds in the whole text; None if it lacks the language or fails."""
-    import pysbd
-
+    try:
+        import pysbd
+    except ImportError:  # the reference is optional: pip install "pipecat-fast[bench]"
+        if "_missing" not in _PYSBD:
+            _PYSBD["_missing"] = None
+            print("pysbd is not installed: the pySBD column will read n/a")
+        return None
     code = lang_code(lang)
     if code not in _PYSBD:
         try:
