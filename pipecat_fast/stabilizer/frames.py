@@ -14,7 +14,8 @@ class StableTranscriptFrame(SystemFrame):
     A :class:`~pipecat.frames.frames.SystemFrame` on purpose, so interruptions keep it: the
     interim that starts a user turn makes the user aggregator broadcast an interruption, which
     drops the data frames queued behind that interim (verified on Pipecat 1.14 in
-    ``tests/stabilizer/test_processor.py``). Processors that do not know this frame pass it on.
+    ``tests/stabilizer/test_stabilizer_processor.py``). Processors that do not know this
+    frame pass it on.
 
     Parameters:
         text: The stable prefix, in the STT's spelling, case and punctuation.

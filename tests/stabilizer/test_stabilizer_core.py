@@ -273,3 +273,8 @@ def test_read_minus_wasted_tokens_is_the_last_stable_text(seq, n):
     for text, final in seq:
         stab.feed(text, final=final)
     assert stab.turn.prefill_tokens - stab.turn.wasted_tokens == count_tokens(stab.text)
+
+
+def test_a_repeated_interim_counts_as_an_update():
+    stab = PartialStabilizer()
+    assert feed_all(stab, interims("book a", "book a")) == ["", "book a"]

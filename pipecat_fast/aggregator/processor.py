@@ -1,0 +1,253 @@
+"""Pipecat wiring for the streaming segmenter: a ``BaseTextAggregator`` and the processor around it.
+
+Where it goes: between the LLM service and the TTS service, ::
+
+    Pipeline([..., user_aggregator, llm, make_text_processor(), tts, transport.output(),
+              assistant_aggregator])
+
+Pipecat 1.14 hard-wires its own ``SimpleTextAggregator`` inside ``TTSService``; the clean hook it
+offers is ``LLMTextProcessor(text_aggregator=...)``, which turns ``LLMTextFrame`` tokens into
+``AggregatedTextFrame`` chunks. ``TTSService`` speaks an ``AggregatedTextFrame`` as it is, without
+running its own aggregator over it, as long as the TTS keeps its default sentence mode: do not
+set ``text_aggregation_mode=TextAggregationMode.TOKEN`` on the TTS, which would regroup tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from functools import partial
+
+from loguru import logger
+from pipecat.frames.frames import (
+    AggregatedTextFrame,
+    CancelFrame,
+    EndFrame,
+    Frame,
+    LLMTextFrame,
+    StartFrame,
+)
+from pipecat.processors.aggregators.llm_text_processor import LLMTextProcessor
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.utils.text.base_text_aggregator import Aggregation, BaseTextAggregator, TextType
+
+from pipecat_fast.aggregator.core import Chunk, ChunkKind, SegmenterConfig, StreamSegmenter
+from pipecat_fast.aggregator.rules import is_unspaced_script
+
+
+class FastTextAggregator(BaseTextAggregator):
+    """Pipecat text aggregator backed by ``StreamSegmenter``.
+
+    Yields ``TextType.SENTENCE`` aggregations (a first phrase cut at a clause mark is a sentence
+    for Pipecat's purposes), stripped of surrounding whitespace as ``BaseTextAggregator``
+    requires. Accepts ``str``; bytes reach the segmenter only through ``push_bytes``.
+
+    Args:
+        config: Segmenter settings; ``language`` defaults to the ``language`` argument.
+        language: Language code for abbreviations (``"en"``, ``"de-DE"``); None means English.
+        trailing_space: End every chunk of a spaced script with one space (also after a split
+            where the reply had none, "it.Your"), for a TTS that concatenates the pieces of one
+            turn verbatim and has no ``append_trailing_space`` of its own. Off by default:
+            Pipecat's aggregators strip chunks and its TTS services add the space they need.
+    """
+
+    def __init__(
+        self,
+        config: SegmenterConfig | None = None,
+        *,
+        language: str | None = None,
+        trailing_space: bool = False,
+    ) -> None:
+        super().__init__(aggregation_type=TextType.SENTENCE, language=language)
+        cfg = config or SegmenterConfig()
+        if cfg.language is None and language is not None:
+            cfg = SegmenterConfig(**{**cfg.__dict__, "language": language})
+        self._pf_segmenter = StreamSegmenter(cfg)
+        self._pf_trailing_space = trailing_space
+        self._pf_clock = time.monotonic
+
+    @property
+    def segmenter(self) -> StreamSegmenter:
+        """The pure segmenter inside (for inspection and tests)."""
+        return self._pf_segmenter
+
+    @property
+    def text(self) -> Aggregation:
+        """Text received and not yet released."""
+        return Aggregation(text=self._pf_segmenter.pending_text.strip(), type=TextType.SENTENCE)
+
+    def set_language(self, language: str | None) -> None:
+        """Switch abbreviation rules without discarding buffered text."""
+        super().set_language(language)
+        self._pf_segmenter.set_language(language)
+
+    async def aggregate(self, text: str) -> AsyncIterator[Aggregation]:
+        """Add one piece of LLM text; yield each chunk it completes."""
+        push = partial(self._pf_segmenter.push, text, now=self._pf_clock())
+        for chunk in self._pf_safe(push, text):
+            agg = self._pf_aggregation(chunk)
+            if agg is not None:
+                yield agg
+
+    def push_bytes(self, data: bytes) -> list[Aggregation]:
+        """Add raw UTF-8 bytes (a self-hosted server's byte tokens); return completed chunks."""
+        push = partial(self._pf_segmenter.push, data, now=self._pf_clock())
+        chunks = self._pf_safe(push, data.decode("utf-8", "replace"))
+        return [a for a in map(self._pf_aggregation, chunks) if a is not None]
+
+    def poll(self, now: float | None = None) -> list[Aggregation]:
+        """Release what is safe to say when the reply stalled (``stall_flush_s``)."""
+        t = self._pf_clock() if now is None else now
+        chunks = self._pf_safe(partial(self._pf_segmenter.poll, t))
+        return [a for a in map(self._pf_aggregation, chunks) if a is not None]
+
+    async def flush(self) -> Aggregation | None:
+        """End of the reply: everything still held, as one aggregation (or None)."""
+        chunks = self._pf_safe(self._pf_segmenter.flush)
+        if not chunks:
+            return None
+        text = "".join(c.text for c in chunks)
+        return self._pf_aggregation(Chunk(text, ChunkKind.END, 0, len(text), len(text)))
+
+    async def handle_interruption(self):
+        """Barge-in: drop the buffered text of the interrupted reply."""
+        self._pf_segmenter.reset()
+
+    async def reset(self):
+        """Forget everything buffered."""
+        self._pf_segmenter.reset()
+
+    def _pf_aggregation(self, chunk: Chunk) -> Aggregation | None:
+        text = chunk.text.strip()
+        if not text:
+            return None
+        if self._pf_trailing_space and chunk.kind is not ChunkKind.END:
+            if not (is_unspaced_script(text[-1]) or text[-1] in "。！？｡．"):
+                text += " "
+        return Aggregation(text=text, type=TextType.SENTENCE)
+
+    def _pf_safe(self, call, incoming: str = "") -> list[Chunk]:
+        """Fail open: a segmenter bug must not lose text or crash the pipeline.
+
+        On an exception the text held so far, plus ``incoming`` if the failing call had not
+        taken it in yet, is released as one chunk and the segmenter starts over.
+        """
+        try:
+            return call()
+        except Exception as e:
+            logger.exception(f"{self}: segmenter failed ({e}); releasing the buffered text as is")
+            text = self._pf_segmenter.pending_text
+            if incoming and not text.endswith(incoming):
+                text += incoming
+            self._pf_segmenter.reset()
+            return [Chunk(text, ChunkKind.END, 0, len(text), len(text))] if text else []
+
+
+class FastTextProcessor(LLMTextProcessor):
+    """``LLMTextProcessor`` with a ``FastTextAggregator``, plus the stall timer it needs.
+
+    Turns the LLM's ``LLMTextFrame`` tokens into ``AggregatedTextFrame`` chunks. With
+    ``stall_flush_s`` set, a timer releases what is safe to say when no token has arrived for
+    that long (a slow model, a network hiccup); the end of the reply flushes the rest.
+
+    Args:
+        aggregator: The aggregator to use; built from ``**kwargs`` when None.
+        stall_flush_s: Seconds without LLM text before a pending chunk is released; None
+            disables the timer.
+        **kwargs: Passed to ``LLMTextProcessor`` (``text_transforms``, ``name``, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        aggregator: FastTextAggregator | None = None,
+        stall_flush_s: float | None = None,
+        **kwargs,
+    ) -> None:
+        agg = aggregator or FastTextAggregator(SegmenterConfig(stall_flush_s=stall_flush_s))
+        super().__init__(text_aggregator=agg, **kwargs)
+        self._pf_aggregator = agg
+        self._pf_stall_s = stall_flush_s or agg.segmenter.config.stall_flush_s
+        self._pf_stall_task: asyncio.Task | None = None
+        self._pf_skip_tts: bool | None = None
+
+    @property
+    def aggregator(self) -> FastTextAggregator:
+        """The aggregator in use."""
+        return self._pf_aggregator
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        """Track the LLM's skip_tts and run the stall timer around the stock processing."""
+        if isinstance(frame, LLMTextFrame):
+            self._pf_skip_tts = frame.skip_tts
+        await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame) and self._pf_stall_s and not self._pf_stall_task:
+            self._pf_stall_task = self.create_task(self._pf_stall_loop(), name="pf_stall")
+        elif isinstance(frame, (EndFrame, CancelFrame)):
+            await self._pf_stop_timer()
+
+    async def cleanup(self):
+        """Stop the stall timer."""
+        await self._pf_stop_timer()
+        await super().cleanup()
+
+    async def _pf_stop_timer(self) -> None:
+        if self._pf_stall_task:
+            task, self._pf_stall_task = self._pf_stall_task, None
+            await self.cancel_task(task)
+
+    async def _pf_stall_loop(self) -> None:
+        period = max(0.01, float(self._pf_stall_s or 1.0) / 4)
+        while True:
+            await asyncio.sleep(period)
+            for aggregation in self._pf_aggregator.poll():
+                frame = AggregatedTextFrame(
+                    text=aggregation.text, text_type=aggregation.type, raw_text=aggregation.text
+                )
+                frame.append_to_context = True
+                frame.skip_tts = self._pf_skip_tts
+                await self.push_frame(frame)
+
+
+def make_text_processor(
+    *,
+    first_phrase: bool = True,
+    language: str | None = None,
+    first_phrase_min_chars: int = 20,
+    max_chars: int = 300,
+    stall_flush_s: float | None = None,
+    trailing_space: bool = False,
+    **kwargs,
+) -> FastTextProcessor:
+    """Build the processor to insert between the LLM service and the TTS service.
+
+    ``Pipeline([..., llm, make_text_processor(), tts, ...])``. Keep the TTS in its default
+    sentence mode (``TextAggregationMode.SENTENCE``): it then speaks each chunk as it comes.
+
+    Args:
+        first_phrase: Let the first chunk of each reply end at a clause mark once it is
+            ``first_phrase_min_chars`` long (earlier first audio; see docs/aggregator.md).
+        language: Language code for abbreviation rules (``"en"``, ``"de"``); None is English.
+        first_phrase_min_chars: Shortest first phrase, in grapheme clusters.
+        max_chars: Longest chunk, in code points.
+        stall_flush_s: Release a pending chunk after this many seconds without LLM text; None
+            (default) never does.
+        trailing_space: End chunks with one space, for a TTS that concatenates them verbatim.
+        **kwargs: Passed to ``LLMTextProcessor`` (``text_transforms``, ``name``, ...).
+
+    Returns:
+        The processor.
+
+    Raises:
+        ValueError: If a setting is out of range (``max_chars`` < 16, ...).
+    """
+    cfg = SegmenterConfig(
+        language=language,
+        first_phrase=first_phrase,
+        first_phrase_min_chars=first_phrase_min_chars,
+        max_chars=max_chars,
+        stall_flush_s=stall_flush_s,
+    )
+    agg = FastTextAggregator(cfg, language=language, trailing_space=trailing_space)
+    return FastTextProcessor(aggregator=agg, stall_flush_s=stall_flush_s, **kwargs)
