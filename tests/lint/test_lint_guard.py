@@ -6,7 +6,6 @@ composition.
 """
 
 import pytest
-from lint_fakes import FakeOpenAILLMService, PrefixCachingProvider
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import LLMContextFrame, LLMUpdateSettingsFrame
@@ -16,6 +15,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.tests.utils import run_test
 
 from pipecat_fast.lint.guard import CacheBustGuard
+from tests.lint.lint_fakes import FakeOpenAILLMService, PrefixCachingProvider
 
 STATIC = " ".join(
     f"Rule {i}: keep answers short and friendly, and read details back." for i in range(150)
