@@ -30,9 +30,32 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> bpe_openai.Encoding:
         raise ValueError(f"unknown token encoding {name!r}: {e}") from e
 
 
+# bpe-openai refuses one call of 1,000,000 characters or more; huge texts go in pieces
+# cut at whitespace (a token never spans a space-to-word boundary in these vocabularies'
+# pre-tokenization, so counts are unchanged).
+_MAX_CHARS_PER_CALL = 200_000
+
+
+def _pieces(text: str) -> list[str]:
+    pieces, start = [], 0
+    while len(text) - start > _MAX_CHARS_PER_CALL:
+        cut = text.rfind(" ", start + _MAX_CHARS_PER_CALL // 2, start + _MAX_CHARS_PER_CALL)
+        cut = cut if cut > start else start + _MAX_CHARS_PER_CALL
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
 def encode(text: str, encoding: str = DEFAULT_ENCODING) -> list[int]:
-    """Encode text to token ids (special tokens are treated as plain text)."""
-    return get_encoding(encoding).encode_ordinary(text)
+    """Encode text to token ids (special tokens are treated as plain text).
+
+    Texts of any length are accepted: long ones are encoded in whitespace-cut pieces.
+    """
+    enc = get_encoding(encoding)
+    if len(text) <= _MAX_CHARS_PER_CALL:
+        return enc.encode_ordinary(text)
+    return [t for piece in _pieces(text) for t in enc.encode_ordinary(piece)]
 
 
 def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
@@ -56,7 +79,7 @@ def token_offset_at(text: str, char_offset: int, encoding: str = DEFAULT_ENCODIN
     target = len(text[:char_offset].encode("utf-8"))
     enc = get_encoding(encoding)
     consumed = 0
-    for i, token in enumerate(enc.encode_ordinary(text)):
+    for i, token in enumerate(encode(text, encoding)):
         consumed += len(enc.decode_single_token_bytes(token))
         if consumed > target:
             return i

@@ -51,6 +51,64 @@ register(BenchConfig("stock", "stock Pipecat 1.14 pipeline (the baseline)", _sto
 register(BenchConfig("stock-again", "the same stock pipeline again: shows the noise floor", _stock))
 
 
+def _aggregator(first_phrase: bool) -> Callable[[PipelineSpec], None]:
+    def customize(spec: PipelineSpec) -> None:
+        from pipecat_fast.aggregator import make_text_processor
+
+        spec.between_llm_tts.append(make_text_processor(first_phrase=first_phrase))
+
+    return customize
+
+
+def _prefill(spec: PipelineSpec) -> None:
+    from pipecat_fast.prefill import SpeculativePrefill
+    from pipecat_fast.stabilizer import TwoUpdateStabilizer
+
+    spec.after_stt.append(TwoUpdateStabilizer())
+    spec.before_llm.append(SpeculativePrefill(spec.llm, context=spec.context))
+
+
+def _draft(spec: PipelineSpec) -> None:
+    from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+    from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy
+
+    _prefill(spec)
+    spec.user_params.user_turn_strategies = UserTurnStrategies(
+        stop=[DraftAndHoldUserTurnStopStrategy()]
+    )
+
+
+register(
+    BenchConfig(
+        "aggregator",
+        "unicode-safe sentence aggregator between LLM and TTS, first-phrase policy on",
+        _aggregator(first_phrase=True),
+    )
+)
+register(
+    BenchConfig(
+        "aggregator-sentences",
+        "the same aggregator with the first-phrase policy off (sentences only)",
+        _aggregator(first_phrase=False),
+    )
+)
+register(
+    BenchConfig(
+        "prefill",
+        "two-update stabiliser + speculative prefill of the LLM prefix cache during speech",
+        _prefill,
+    )
+)
+register(
+    BenchConfig(
+        "draft",
+        "prefill + draft-and-hold: reply starts at end of speech, held until confirmed",
+        _draft,
+    )
+)
+
+
 def get_configs(names: list[str]) -> list[BenchConfig]:
     """Look configurations up by name, in the order given.
 

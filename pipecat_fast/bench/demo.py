@@ -60,7 +60,11 @@ def real_endpoints() -> Endpoints:
 
 async def _demo(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)
-    calls = bench_calls(args.calls, large_prompt=profile.prompt == "large")
+    calls = bench_calls(
+        args.calls,
+        large_prompt=profile.prompt == "large",
+        revisions_interval_s=profile.stt_interim_interval_ms / 1000.0,
+    )
     config = CONFIGS["stock"]
     results = []
     console.print(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import zlib
 from itertools import cycle, islice
 
 from pipecat_fast.bench.calls import CallScript, call_ids, load_calls, read_pcm
 from pipecat_fast.bench.pipeline import BenchCall
 from pipecat_fast.testing.deepgram_server import utterance_from_words
+from pipecat_fast.testing.revisions import with_revisions
 
 
 def bench_call(script: CallScript) -> BenchCall:
@@ -34,7 +36,11 @@ def bench_call(script: CallScript) -> BenchCall:
 
 
 def bench_calls(
-    n: int | None = None, *, ids: list[str] | None = None, large_prompt: bool = False
+    n: int | None = None,
+    *,
+    ids: list[str] | None = None,
+    large_prompt: bool = False,
+    revisions_interval_s: float | None = None,
 ) -> list[BenchCall]:
     """The first ``n`` calls, cycling through the shipped scripts (all of them if None).
 
@@ -42,6 +48,9 @@ def bench_calls(
         n: How many calls; repeats scripts if more than exist.
         ids: Restrict to these call ids (in this order).
         large_prompt: Use the ~30k-token system prompt variant.
+        revisions_interval_s: Give the STT emulator revising interim transcripts at this
+            interval (s), with the revision structure of real streaming ASR
+            (:mod:`pipecat_fast.testing.revisions`); None keeps word-by-word interims.
 
     Raises:
         CallScriptError: If a script or its audio is missing or malformed.
@@ -52,4 +61,11 @@ def bench_calls(
         raise ValueError("the number of calls must be at least 1")
     scripts = load_calls(ids, large_prompt=large_prompt)
     chosen = list(islice(cycle(scripts), n)) if n is not None else scripts
-    return [bench_call(s) for s in chosen]
+    calls = [bench_call(s) for s in chosen]
+    if revisions_interval_s is not None:
+        for call in calls:
+            call.stt_script = [
+                with_revisions(u, revisions_interval_s, seed=zlib.crc32(f"{call.id}/{i}".encode()))
+                for i, u in enumerate(call.stt_script)
+            ]
+    return calls

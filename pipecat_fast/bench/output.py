@@ -39,6 +39,10 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
 def turns_table(result: CallResult, title: str) -> Table:
     """Per-turn TTFA with its blocking stages (ms) for one call."""
     table = Table(title=title, title_justify="left")
@@ -71,6 +75,7 @@ def summary_table(report: dict[str, Any], title: str) -> Table:
         ("p50 ratio", "right"),
         ("p95 ratio", "right"),
         ("median LLM TTFT ms", "right"),
+        ("extra prefill compute", "right"),
     ):
         table.add_column(name, justify=justify)
     for config, s in report["summary"].items():
@@ -86,6 +91,7 @@ def summary_table(report: dict[str, Any], title: str) -> Table:
             "-" if ratio.get("p50") is None else f"{ratio['p50']:.3f}",
             "-" if ratio.get("p95") is None else f"{ratio['p95']:.3f}",
             _ms(statistics.median(ttft)) if ttft else "-",
+            _pct(report.get("prefill_compute", {}).get(config, {}).get("extra_compute_pct")),
         )
     return table
 

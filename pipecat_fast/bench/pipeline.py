@@ -1,7 +1,8 @@
 """The bench's voice-agent pipeline, built from the real Pipecat services.
 
 Frames flow: caller transport -> ``DeepgramSTTService`` -> [after_stt levers] -> user
-context aggregator (Silero VAD + Smart Turn v3, Pipecat's defaults) -> ``OpenAILLMService``
+context aggregator (Silero VAD + Smart Turn v3, Pipecat's defaults) -> [before_llm levers] ->
+``OpenAILLMService``
 -> [between_llm_tts levers] -> ``CartesiaTTSService`` (Pipecat's default sentence
 aggregation) -> caller transport -> assistant context aggregator.
 
@@ -101,7 +102,7 @@ class Endpoints:
 class PipelineSpec:
     """The pieces of one call's pipeline, before assembly.
 
-    Configurations mutate it: the two list slots take lever processors, and any service,
+    Configurations mutate it: the list slots take lever processors, and any service,
     the context or the user aggregator parameters may be replaced.
     """
 
@@ -112,6 +113,7 @@ class PipelineSpec:
     llm: LLMService
     tts: TTSService
     after_stt: list[FrameProcessor] = field(default_factory=list)
+    before_llm: list[FrameProcessor] = field(default_factory=list)
     between_llm_tts: list[FrameProcessor] = field(default_factory=list)
     observers: list[BaseObserver] = field(default_factory=list)
     on_built: list[Callable[[Pipeline], None]] = field(default_factory=list)
@@ -153,6 +155,7 @@ def assemble(spec: PipelineSpec, transport: CallerTransport) -> Pipeline:
             spec.stt,
             *spec.after_stt,
             aggregators.user(),
+            *spec.before_llm,
             spec.llm,
             *spec.between_llm_tts,
             spec.tts,

@@ -52,6 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="emulated LLM prefix cache: emptied before every call (cold), or kept across "
         "calls (shared, as with steady traffic on one prompt)",
     )
+    parser.add_argument(
+        "--no-stt-revisions",
+        action="store_true",
+        help="word-by-word interims instead of revising ones with real ASR revision structure",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports/bench.json"))
     parser.add_argument("--verbose", action="store_true", help="show Pipecat's debug log")
 
@@ -59,7 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _bench(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)
     configs = get_configs([c.strip() for c in args.configs.split(",") if c.strip()])
-    calls = bench_calls(args.calls, large_prompt=profile.prompt == "large")
+    calls = bench_calls(
+        args.calls,
+        large_prompt=profile.prompt == "large",
+        revisions_interval_s=None
+        if args.no_stt_revisions
+        else profile.stt_interim_interval_ms / 1000.0,
+    )
     total = len(calls) * len(configs) * args.repeats
     console.print(
         f"[bold]pipecat-fast bench[/bold]: {', '.join(c.name for c in configs)} x {len(calls)} "
@@ -84,12 +95,23 @@ async def _bench(args: argparse.Namespace) -> int:
             if args.engine == "emulator" and args.llm_cache == "cold":
                 await emulators.reset_llm()
 
+        seen = 0
+
+        async def after_call(result):
+            nonlocal seen
+            if args.engine == "emulator":
+                records = await emulators.llm_requests()
+                if args.llm_cache == "cold":
+                    seen = 0  # reset before every call
+                result.llm_requests, seen = records[seen:], len(records)
+
         results = await run_interleaved(
             calls,
             configs,
             endpoints,
             repeats=args.repeats,
             before_call=before_call,
+            after_call=after_call,
             on_result=on_result,
         )
     report = build_report(

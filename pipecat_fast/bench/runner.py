@@ -40,6 +40,8 @@ class CallResult:
         unanswered: Caller turns that got no bot audio.
         error: What went wrong, if anything (the run goes on).
         wall_s: Wall-clock length of the call (s).
+        llm_requests: The LLM emulator's accounting of every request of the call (prompt,
+            cached and uncached tokens, ``max_tokens``), when the bench could read it.
     """
 
     config: str
@@ -49,6 +51,7 @@ class CallResult:
     unanswered: int = 0
     error: str | None = None
     wall_s: float = 0.0
+    llm_requests: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def run_call(
@@ -135,6 +138,7 @@ async def run_interleaved(
     *,
     repeats: int = 1,
     before_call: BetweenCalls | None = None,
+    after_call: Callable[[CallResult], Awaitable[None]] | None = None,
     on_result: Callable[[CallResult], None] | None = None,
 ) -> list[CallResult]:
     """Run every call through every configuration, interleaved call by call (A B A B ...).
@@ -145,6 +149,8 @@ async def run_interleaved(
         endpoints: Where the providers listen.
         repeats: How many times to run the whole set of calls.
         before_call: Awaited before each call (e.g. to reset the emulator's cache).
+        after_call: Awaited with each result before it is reported (e.g. to attach the
+            emulator's request accounting).
         on_result: Called with each call's result as it finishes (progress output).
 
     Returns:
@@ -157,6 +163,8 @@ async def run_interleaved(
                 if before_call is not None:
                     await before_call(config, call, repeat)
                 result = await run_call(call, config, endpoints, repeat=repeat)
+                if after_call is not None:
+                    await after_call(result)
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
@@ -200,6 +208,7 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         for r in results
         if r.error
     ]
+    compute = prefill_compute(results, baseline)
     return {
         "baseline": baseline,
         "configs": configs,
@@ -207,8 +216,37 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         "turns": turns,
         "summary": summary,
         "ratios": ratios,
+        "prefill_compute": compute,
         "errors": errors,
     }
+
+
+def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, Any]:
+    """What each configuration made the LLM provider prefill, from the emulator's records.
+
+    Returns:
+        Per configuration: ``requests``, ``speculative_requests`` (``max_tokens=1`` prefills),
+        ``prompt_tokens``, ``computed_tokens`` (prompt tokens not served from the cache, i.e.
+        prefill work), and ``extra_compute_pct`` relative to the baseline's computed tokens
+        over the same calls. Empty when no records were collected.
+    """
+    out: dict[str, Any] = {}
+    for config in dict.fromkeys(r.config for r in results):
+        records = [q for r in results if r.config == config for q in r.llm_requests]
+        if not records:
+            continue
+        out[config] = {
+            "requests": len(records),
+            "speculative_requests": sum(1 for q in records if q.get("max_tokens") == 1),
+            "prompt_tokens": sum(q["prompt_tokens"] for q in records),
+            "computed_tokens": sum(q["prompt_tokens"] - q["cached_tokens"] for q in records),
+        }
+    base = out.get(baseline, {}).get("computed_tokens")
+    for stats in out.values():
+        stats["extra_compute_pct"] = (
+            round(100.0 * (stats["computed_tokens"] - base) / base, 1) if base else None
+        )
+    return out
 
 
 async def warm_up(endpoints: Endpoints) -> None:
