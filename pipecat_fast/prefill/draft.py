@@ -171,11 +171,12 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
             logger.debug(f"{self}: the draft was withdrawn elsewhere")
             self._draft_text = None
             self._draft_discarded += 1
-        result = await self._draft_inner.process_frame(frame)
         if isinstance(frame, VADUserStoppedSpeakingFrame):
+            # Draft before the wrapped strategy runs its end-of-turn model on this frame
+            # (Smart Turn inference takes tens of ms): the draft's TTFT overlaps it too.
             self._draft_silent = True
             await self._maybe_draft()
-        return result
+        return await self._draft_inner.process_frame(frame)
 
     # -- drafting -------------------------------------------------------------------------
 
