@@ -16,4 +16,3 @@ def test_bot_common_imports_and_exposes_run_bot():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert callable(module.run_bot)
-    assert "static instructions first" not in module.SYSTEM_PROMPT.lower()
