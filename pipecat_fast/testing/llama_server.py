@@ -1,0 +1,525 @@
+"""llama.cpp's OpenAI-compatible server, run as a subprocess on loopback.
+
+:class:`LlamaCppServer` starts ``python -m llama_cpp.server`` (from ``llama-cpp-python
+[server]``, the ``llama`` extra) on a generated test model (:mod:`.gguf_model`), waits until it
+answers, and stops it on exit. It is a real inference engine with a real prefix (KV) cache, so
+benches and tests see what prefix caching does to time to first token (TTFT).
+
+Engine facts (llama-cpp-python 0.3.x server, read in its source and measured; see
+``docs/engine.md``): one model, one sequence, requests served one at a time under a global
+lock; the KV cache holds only the previous request's tokens, and a new prompt reuses the
+longest common token prefix with it; streamed replies carry no ``usage`` object; a request
+the client abandons mid-prefill still finishes its prefill before the next one starts.
+
+:class:`EngineRequestSettings` holds what each request to this engine should carry, because
+a random-weight model's replies are gibberish: ban the control tokens and the tokens that are
+not UTF-8 alone (``logit_bias``) so it never stops by itself and streams token by token, cap
+replies at about one phrase, and seed the sampler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from pipecat_fast.testing.gguf_model import (
+    MODEL_SPECS,
+    ensure_model,
+    read_token_list,
+    unspeakable_token_ids,
+)
+
+if TYPE_CHECKING:
+    from pipecat.services.openai.llm import OpenAILLMService
+
+
+class LlamaServerError(RuntimeError):
+    """The engine could not be started (its log tail is in the message)."""
+
+
+def llama_cpp_available() -> bool:
+    """Whether ``llama_cpp`` (llama-cpp-python) can be imported in this environment."""
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# What requests to this engine carry
+
+
+@dataclass(frozen=True)
+class EngineRequestSettings:
+    """Request settings for the random-weight test model.
+
+    Build with :meth:`for_model` or :meth:`LlamaCppServer.request_settings`, which read the
+    ids to ban from the served model's vocabulary.
+
+    Attributes:
+        banned_token_ids: Token ids given a -100 logit bias: the control tokens, so the model
+            never ends its turn on its own, and tokens that are not UTF-8 by themselves, which
+            stall llama-cpp-python's stream (see
+            :func:`.gguf_model.unspeakable_token_ids`).
+        max_tokens: Reply cap in tokens. The replies have no sentence punctuation a sentence
+            splitter would act on, so the reply's end is what hands text to TTS; ~20 tokens
+            is about a first spoken phrase.
+        seed: Sampler seed sent with every request, so a reply depends on the prompt only
+            (the server otherwise advances its seed per request). ``None`` sends none.
+        temperature: Sampling temperature; ``None`` keeps the server's default (0.8). Greedy
+            (0.0) makes this model repeat one token.
+    """
+
+    banned_token_ids: tuple[int, ...]
+    max_tokens: int = 20
+    seed: int | None = 0
+    temperature: float | None = None
+
+    @classmethod
+    def for_model(cls, model_path: str | Path, **overrides: Any) -> EngineRequestSettings:
+        """Settings for a generated GGUF, banning what its vocabulary cannot stream.
+
+        Args:
+            model_path: The GGUF file served.
+            **overrides: Other fields (``max_tokens``, ``seed``, ``temperature``).
+
+        Returns:
+            The settings.
+        """
+        banned = unspeakable_token_ids(read_token_list(Path(model_path)))
+        return cls(banned_token_ids=tuple(banned), **overrides)
+
+    def logit_bias(self) -> dict[str, float]:
+        """The ``logit_bias`` request field (token id as a string -> bias)."""
+        return {str(token_id): -100.0 for token_id in self.banned_token_ids}
+
+    def request_params(self) -> dict[str, Any]:
+        """Fields to merge into a raw ``/v1/chat/completions`` JSON body."""
+        params: dict[str, Any] = {"max_tokens": self.max_tokens, "logit_bias": self.logit_bias()}
+        if self.seed is not None:
+            params["seed"] = self.seed
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        return params
+
+    def openai_settings(self, model: str = "pipecat-fast-local") -> OpenAILLMService.Settings:
+        """The same settings for Pipecat's ``OpenAILLMService``.
+
+        Use as ``OpenAILLMService(base_url=server.base_url, api_key="none",
+        settings=server.request_settings().openai_settings())``. ``max_tokens`` is sent as such
+        (the server ignores ``max_completion_tokens``); ``logit_bias`` travels in
+        ``Settings.extra``, which Pipecat merges into the request.
+
+        Args:
+            model: Model name sent; the server answers with its own alias whatever is sent.
+
+        Returns:
+            An ``OpenAILLMService.Settings``.
+        """
+        from pipecat.services.openai.llm import OpenAILLMService
+
+        extra: dict[str, Any] = {"logit_bias": self.logit_bias()}
+        kwargs: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens, "extra": extra}
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        return OpenAILLMService.Settings(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The server's verbose log: the only place it reports prefix-cache reuse
+
+
+_PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
+_FULL_HIT = re.compile(r"Llama\.generate: full prompt already cached")
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_EVAL = re.compile(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+@dataclass(frozen=True)
+class PrefixHit:
+    """One prefix-cache reuse the engine logged.
+
+    Attributes:
+        reused_tokens: Prompt tokens served from the KV cache (``-1``: the whole prompt).
+        remaining_tokens: Prompt tokens left to prefill (``0`` when the whole prompt was
+            cached).
+    """
+
+    reused_tokens: int
+    remaining_tokens: int
+
+
+@dataclass(frozen=True)
+class GenerationTiming:
+    """llama.cpp's own timing of one completed generation (``llama_perf_context_print``).
+
+    Attributes:
+        prompt_eval_ms: Prefill time in ms.
+        prompt_eval_tokens: Tokens prefilled in batches.
+        eval_ms: Decode time in ms.
+        eval_runs: Single-token decode steps.
+    """
+
+    prompt_eval_ms: float
+    prompt_eval_tokens: int
+    eval_ms: float
+    eval_runs: int
+
+
+@dataclass
+class EngineLog:
+    """What the engine's verbose log says, in order.
+
+    A cold prompt logs no prefix line, and a request abandoned mid-stream logs no timing, so
+    the two lists line up with requests only when requests complete one after another.
+
+    Attributes:
+        prefix_hits: Prefix-cache reuses.
+        timings: Completed generations.
+    """
+
+    prefix_hits: list[PrefixHit] = field(default_factory=list)
+    timings: list[GenerationTiming] = field(default_factory=list)
+
+
+def parse_engine_log(text: str) -> EngineLog:
+    """Parse llama-cpp-python's verbose server log.
+
+    Args:
+        text: Log text (stdout and stderr of ``python -m llama_cpp.server --verbose true``).
+
+    Returns:
+        The prefix-cache reuses and generation timings found; unrelated lines are ignored.
+    """
+    log = EngineLog()
+    pending_prompt: tuple[float, int] | None = None
+    for line in text.splitlines():
+        if match := _PREFIX_HIT.search(line):
+            log.prefix_hits.append(PrefixHit(int(match[1]), int(match[2])))
+        elif _FULL_HIT.search(line):
+            log.prefix_hits.append(PrefixHit(-1, 0))
+        elif match := _PROMPT_EVAL.search(line):
+            pending_prompt = (float(match[1]), int(match[2]))
+        elif (match := _EVAL.search(line)) and pending_prompt is not None:
+            prompt_ms, prompt_tokens = pending_prompt
+            log.timings.append(
+                GenerationTiming(prompt_ms, prompt_tokens, float(match[1]), int(match[2]))
+            )
+            pending_prompt = None
+    return log
+
+
+# ---------------------------------------------------------------------------------------------
+# The server process
+
+
+_LIVE_PROCESSES: weakref.WeakSet[asyncio.subprocess.Process] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:  # a last resort when a caller never stopped its server
+    for proc in list(_LIVE_PROCESSES):
+        if proc.returncode is None:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class LlamaCppServer:
+    """llama-cpp-python's OpenAI-compatible server on a free loopback port.
+
+    Single model, single sequence (the server's only mode): requests are served one at a
+    time, which keeps TTFT figures honest. An async context manager::
+
+        async with LlamaCppServer(size="small") as server:
+            llm = OpenAILLMService(
+                base_url=server.base_url,
+                api_key="none",
+                settings=server.request_settings().openai_settings(),
+            )
+
+    Args:
+        model_path: GGUF file to serve; defaults to :func:`.gguf_model.ensure_model` of
+            ``size``.
+        size: Named test model when ``model_path`` is not given (``"small"`` or ``"bench"``).
+        host: Loopback address to bind.
+        port: Port to bind; ``None`` picks a free one.
+        n_ctx: Context window in tokens; defaults to the model's trained context (the named
+            sizes) or 4096.
+        n_threads: CPU threads for decode.
+        n_threads_batch: CPU threads for prefill; defaults to ``n_threads``.
+        n_batch: Prefill batch size in tokens.
+        interrupt_requests: The server's own option: a streaming reply stops after its next
+            chunk when another request is waiting.
+        startup_timeout_s: Seconds to wait for the server to answer.
+        log_path: Where the server's stdout and stderr go; defaults to a temporary file,
+            removed on stop.
+        python: Interpreter that runs the server; defaults to this one.
+
+    Raises:
+        LlamaServerError: From ``start()`` / ``__aenter__`` when the server exits early or
+            does not answer in time; the message ends with its log tail.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        size: str = "small",
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int | None = None,
+        n_threads: int = 2,
+        n_threads_batch: int | None = None,
+        n_batch: int = 512,
+        interrupt_requests: bool = True,
+        startup_timeout_s: float = 60.0,
+        log_path: str | Path | None = None,
+        python: str | None = None,
+    ):
+        self._llama_model_path = Path(model_path) if model_path is not None else None
+        self._llama_size = size
+        self._llama_host = host
+        self._llama_fixed_port = port
+        self._llama_port: int | None = None
+        spec = MODEL_SPECS.get(size)
+        default_ctx = spec.context_length if spec is not None and model_path is None else 4096
+        self._llama_n_ctx = n_ctx or default_ctx
+        self._llama_n_threads = n_threads
+        self._llama_n_threads_batch = n_threads_batch or n_threads
+        self._llama_n_batch = n_batch
+        self._llama_interrupt = interrupt_requests
+        self._llama_startup_timeout_s = startup_timeout_s
+        self._llama_given_log = Path(log_path) if log_path is not None else None
+        self._llama_log_path: Path | None = None
+        self._llama_tmpdir: Path | None = None
+        self._llama_python = python or sys.executable
+        self._llama_proc: asyncio.subprocess.Process | None = None
+        self._llama_final_log = ""
+        self._llama_banned: tuple[int, ...] | None = None
+
+    # -- what callers read ------------------------------------------------------------------
+
+    @property
+    def model_alias(self) -> str:
+        """The model name the server reports (the GGUF file's stem)."""
+        if self._llama_model_path is None:
+            raise LlamaServerError("server not started")
+        return self._llama_model_path.stem
+
+    @property
+    def port(self) -> int:
+        """The bound port (after start)."""
+        if self._llama_port is None:
+            raise LlamaServerError("server not started")
+        return self._llama_port
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base URL, ``http://host:port/v1``."""
+        return f"http://{self._llama_host}:{self.port}/v1"
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server's log file while it runs."""
+        return self._llama_log_path
+
+    def log_text(self) -> str:
+        """The server's log so far (after stop: as it was when stopped)."""
+        if self._llama_log_path is not None and self._llama_log_path.exists():
+            return self._llama_log_path.read_text(errors="replace")
+        return self._llama_final_log
+
+    def engine_log(self) -> EngineLog:
+        """Prefix-cache reuses and generation timings logged so far (:func:`parse_engine_log`)."""
+        return parse_engine_log(self.log_text())
+
+    def request_settings(self, **overrides: Any) -> EngineRequestSettings:
+        """:class:`EngineRequestSettings` for the model this server serves (after start).
+
+        Args:
+            **overrides: Fields to change (``max_tokens``, ``seed``, ``temperature``).
+        """
+        if self._llama_model_path is None:
+            raise LlamaServerError("server not started")
+        if self._llama_banned is None:
+            self._llama_banned = tuple(
+                unspeakable_token_ids(read_token_list(self._llama_model_path))
+            )
+        return EngineRequestSettings(banned_token_ids=self._llama_banned, **overrides)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the server's log."""
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> LlamaCppServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def _command(self, port: int) -> list[str]:
+        assert self._llama_model_path is not None
+        return [
+            self._llama_python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self._llama_model_path),
+            "--model_alias",
+            self.model_alias,
+            "--host",
+            self._llama_host,
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(self._llama_n_ctx),
+            "--n_batch",
+            str(self._llama_n_batch),
+            "--n_ubatch",
+            str(self._llama_n_batch),
+            "--n_threads",
+            str(self._llama_n_threads),
+            "--n_threads_batch",
+            str(self._llama_n_threads_batch),
+            # Logits for the last token only, as a serving engine computes them.
+            "--logits_all",
+            "false",
+            "--interrupt_requests",
+            "true" if self._llama_interrupt else "false",
+            # The verbose log is the only place the server reports prefix-cache reuse.
+            "--verbose",
+            "true",
+        ]
+
+    async def start(self) -> None:
+        """Start the server and wait until it answers.
+
+        Raises:
+            LlamaServerError: If ``llama_cpp`` is missing, the server exits, or it does not
+                answer within ``startup_timeout_s``.
+        """
+        if self._llama_proc is not None:
+            raise LlamaServerError("server already started")
+        if not llama_cpp_available():
+            raise LlamaServerError(
+                "llama_cpp is not importable: install llama-cpp-python[server] "
+                "(the pipecat-fast 'llama' extra)"
+            )
+        if self._llama_model_path is None:
+            self._llama_model_path = await asyncio.to_thread(ensure_model, self._llama_size)
+        if self._llama_given_log is not None:
+            self._llama_log_path = self._llama_given_log
+        else:
+            self._llama_tmpdir = Path(tempfile.mkdtemp(prefix="pipecat-fast-llama-"))
+            self._llama_log_path = self._llama_tmpdir / "server.log"
+        try:
+            attempts = 1 if self._llama_fixed_port is not None else 3
+            for attempt in range(attempts):
+                port = self._llama_fixed_port or _free_port(self._llama_host)
+                if await self._launch(port):
+                    self._llama_port = port
+                    return
+                logger.debug(f"llama.cpp server: port {port} taken, retry {attempt + 1}")
+            raise LlamaServerError(f"no free port after {attempts} tries\n{self.log_tail()}")
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _launch(self, port: int) -> bool:
+        """Start one process; True when it answers, False when its port was taken."""
+        assert self._llama_log_path is not None
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self._llama_log_path, "ab") as log_file:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command(port),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+            )
+        self._llama_proc = proc
+        _LIVE_PROCESSES.add(proc)
+        logger.debug(f"llama.cpp server pid {proc.pid} starting on {self._llama_host}:{port}")
+        url = f"http://{self._llama_host}:{port}/v1/models"
+        try:
+            async with asyncio.timeout(self._llama_startup_timeout_s):
+                while not await _answers(url):
+                    if proc.returncode is not None:
+                        tail = self.log_tail()
+                        if "address already in use" in tail.lower():
+                            self._llama_proc = None
+                            return False
+                        raise LlamaServerError(
+                            f"llama.cpp server exited with code {proc.returncode} "
+                            f"before answering\n{tail}"
+                        )
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            raise LlamaServerError(
+                f"llama.cpp server did not answer within {self._llama_startup_timeout_s} s"
+                f"\n{self.log_tail()}"
+            ) from None
+        logger.debug(f"llama.cpp server ready at http://{self._llama_host}:{port}/v1")
+        return True
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after ``timeout_s``. Safe to call twice.
+
+        If the caller is cancelled while waiting, the process is killed before the
+        cancellation propagates, so no server outlives its owner.
+        """
+        proc, self._llama_proc = self._llama_proc, None
+        try:
+            if proc is not None and proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), timeout_s)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+        except BaseException:
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+            raise
+        finally:
+            if self._llama_log_path is not None and self._llama_log_path.exists():
+                self._llama_final_log = self._llama_log_path.read_text(errors="replace")
+            if self._llama_tmpdir is not None:
+                shutil.rmtree(self._llama_tmpdir, ignore_errors=True)
+                self._llama_tmpdir = None
+                self._llama_log_path = None
+
+
+async def _answers(url: str) -> bool:
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=2)) as response:
+                return response.status == 200
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return False
