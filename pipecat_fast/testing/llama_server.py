@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import os
 import re
 import shutil
@@ -97,8 +98,7 @@ class EngineRequestSettings:
         Returns:
             The settings.
         """
-        banned = unspeakable_token_ids(read_token_list(Path(model_path)))
-        return cls(banned_token_ids=tuple(banned), **overrides)
+        return cls(banned_token_ids=_banned_ids(Path(model_path)), **overrides)
 
     def logit_bias(self) -> dict[str, float]:
         """The ``logit_bias`` request field (token id as a string -> bias)."""
@@ -113,29 +113,46 @@ class EngineRequestSettings:
             params["temperature"] = self.temperature
         return params
 
-    def openai_settings(self, model: str = "pipecat-fast-local") -> OpenAILLMService.Settings:
+    def openai_settings(
+        self, model: str = "pipecat-fast-local", **fields: Any
+    ) -> OpenAILLMService.Settings:
         """The same settings for Pipecat's ``OpenAILLMService``.
 
         Use as ``OpenAILLMService(base_url=server.base_url, api_key="none",
         settings=server.request_settings().openai_settings())``. ``max_tokens`` is sent as such
         (the server ignores ``max_completion_tokens``); ``logit_bias`` travels in
-        ``Settings.extra``, which Pipecat merges into the request.
+        ``Settings.extra``, which Pipecat merges into the request body.
 
         Args:
-            model: Model name sent; the server answers with its own alias whatever is sent.
+            model: Model name sent; the server serves its one model whatever is sent.
+            **fields: Other ``OpenAILLMService.Settings`` fields, e.g. ``system_instruction``.
 
         Returns:
             An ``OpenAILLMService.Settings``.
         """
         from pipecat.services.openai.llm import OpenAILLMService
 
-        extra: dict[str, Any] = {"logit_bias": self.logit_bias()}
-        kwargs: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens, "extra": extra}
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "max_tokens": self.max_tokens,
+            "extra": {"logit_bias": self.logit_bias()},
+        }
         if self.seed is not None:
             kwargs["seed"] = self.seed
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        kwargs.update(fields)
         return OpenAILLMService.Settings(**kwargs)
+
+
+def _banned_ids(path: Path) -> tuple[int, ...]:
+    stat = path.stat()
+    return _banned_ids_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _banned_ids_cached(path: str, mtime_ns: int, size: int) -> tuple[int, ...]:
+    return tuple(unspeakable_token_ids(read_token_list(Path(path))))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,7 +333,6 @@ class LlamaCppServer:
         self._llama_python = python or sys.executable
         self._llama_proc: asyncio.subprocess.Process | None = None
         self._llama_final_log = ""
-        self._llama_banned: tuple[int, ...] | None = None
 
     # -- what callers read ------------------------------------------------------------------
 
@@ -333,6 +349,11 @@ class LlamaCppServer:
         if self._llama_port is None:
             raise LlamaServerError("server not started")
         return self._llama_port
+
+    @property
+    def pid(self) -> int | None:
+        """The server process id while it runs, else ``None``."""
+        return self._llama_proc.pid if self._llama_proc is not None else None
 
     @property
     def base_url(self) -> str:
@@ -362,11 +383,7 @@ class LlamaCppServer:
         """
         if self._llama_model_path is None:
             raise LlamaServerError("server not started")
-        if self._llama_banned is None:
-            self._llama_banned = tuple(
-                unspeakable_token_ids(read_token_list(self._llama_model_path))
-            )
-        return EngineRequestSettings(banned_token_ids=self._llama_banned, **overrides)
+        return EngineRequestSettings.for_model(self._llama_model_path, **overrides)
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the server's log."""
