@@ -73,6 +73,7 @@ async def chat(
     started = time.perf_counter()
     delta_times: list[float] = []
     text = ""
+    cut = False
     response = await session.post(f"{server.base_url}/chat/completions", json=body)
     try:
         async with asyncio.timeout(abort_after_s):
@@ -86,97 +87,136 @@ async def chat(
                     text += delta["content"]
     except TimeoutError:
         pass
+    except aiohttp.ClientPayloadError:  # the server ended the stream early (interrupt_requests)
+        cut = True
     finally:
         response.close()
     ttft = delta_times[0] if delta_times else None
-    return {"ttft_s": ttft, "deltas": len(delta_times), "times": delta_times, "text": text}
+    return {
+        "ttft_s": ttft,
+        "deltas": len(delta_times),
+        "times": delta_times,
+        "text": text,
+        "cut": cut,
+    }
 
 
-def median_ms(values: list[float]) -> float:
-    return round(statistics.median(values) * 1000, 1)
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
 
 
 async def measure(args: argparse.Namespace) -> dict:
     results: dict = {"size": args.size, "threads": args.threads, "runs": args.runs}
+    results["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
     async with (
         LlamaCppServer(size=args.size, n_threads=args.threads) as server,
         aiohttp.ClientSession() as session,
     ):
         system = await fit_system_prompt(session, server, args.prompt_tokens - 40)
-
-        async def cold(user: str) -> dict:
-            fresh = messages(system, user, uuid.uuid4().hex)
-            return await chat(session, server, fresh, max_tokens=1)
-
-        await cold(FINAL)  # first touch: page the weights in
-        prompt_tokens = server.engine_log().timings[-1].prompt_eval_tokens
-        results["prompt_tokens"] = prompt_tokens
-
-        # 1. Cold vs warmed by a max_tokens=1 request on the partial transcript.
-        cold_ttft, warm_ttft, warm_exact_ttft, remaining = [], [], [], []
-        for _ in range(args.runs):
-            cold_ttft.append((await cold(FINAL))["ttft_s"])
-            nonce = uuid.uuid4().hex
-            await chat(session, server, messages(system, PARTIAL, nonce), max_tokens=1)
-            reply = await chat(session, server, messages(system, FINAL, nonce), max_tokens=20)
-            warm_ttft.append(reply["ttft_s"])
-            remaining.append(server.engine_log().prefix_hits[-1].remaining_tokens)
-            nonce = uuid.uuid4().hex
-            await chat(session, server, messages(system, FINAL, nonce), max_tokens=1)
-            reply = await chat(session, server, messages(system, FINAL, nonce), max_tokens=20)
-            warm_exact_ttft.append(reply["ttft_s"])
-        results["cold_ttft_ms"] = median_ms(cold_ttft)
-        results["warm_partial_ttft_ms"] = median_ms(warm_ttft)
-        results["warm_partial_remaining_tokens"] = statistics.median(remaining)
-        results["warm_exact_ttft_ms"] = median_ms(warm_exact_ttft)
-        results["prefill_tokens_per_s"] = round(prompt_tokens / statistics.median(cold_ttft))
-
-        # 2. Does the cache keep more than the previous request? Warm A, run B, then A.
-        a_after_b, reused = [], []
-        for _ in range(max(2, args.runs // 2)):
-            nonce_a = uuid.uuid4().hex
-            await chat(session, server, messages(system, PARTIAL, nonce_a), max_tokens=1)
-            await cold(FINAL)  # B: another session's prompt
-            reply = await chat(session, server, messages(system, FINAL, nonce_a), max_tokens=1)
-            a_after_b.append(reply["ttft_s"])
-            hits = server.engine_log().prefix_hits
-            reused.append(hits[-1].reused_tokens if hits else 0)
-        results["a_after_b_ttft_ms"] = median_ms(a_after_b)
-        results["a_after_b_reused_tokens"] = statistics.median(reused)
-
-        # 3. A cold request abandoned mid-prefill, then (a) a short unrelated request, or
-        # (b) the same session's next request, sent right after the abandon.
         short = [{"role": "user", "content": "Hello there."}]
-        alone, after_abort, same_session, same_reused = [], [], [], []
-        for _ in range(max(2, args.runs // 2)):
-            await cold(FINAL)
-            alone.append((await chat(session, server, short, max_tokens=1))["ttft_s"])
-            abandoned = messages(system, PARTIAL, uuid.uuid4().hex)
-            await chat(session, server, abandoned, max_tokens=1, abort_after_s=args.abort_after_s)
-            after_abort.append((await chat(session, server, short, max_tokens=1))["ttft_s"])
-            nonce = uuid.uuid4().hex
-            abandoned = messages(system, PARTIAL, nonce)
-            await chat(session, server, abandoned, max_tokens=1, abort_after_s=args.abort_after_s)
-            reply = await chat(session, server, messages(system, FINAL, nonce), max_tokens=1)
-            same_session.append(reply["ttft_s"])
-            same_reused.append(server.engine_log().prefix_hits[-1].reused_tokens)
-        results["abort_after_s"] = args.abort_after_s
-        results["short_alone_ttft_ms"] = median_ms(alone)
-        results["short_after_abort_ttft_ms"] = median_ms(after_abort)
-        results["same_session_after_abort_ttft_ms"] = median_ms(same_session)
-        results["same_session_after_abort_reused_tokens"] = statistics.median(same_reused)
 
-        # 4. Decode rate on a short prompt.
-        rates = []
+        async def ttft(user: str, nonce: str, max_tokens: int = 1, **kwargs) -> float:
+            reply = await chat(
+                session, server, messages(system, user, nonce), max_tokens=max_tokens, **kwargs
+            )
+            return reply["ttft_s"] or 0.0
+
+        def fresh() -> str:
+            return uuid.uuid4().hex
+
+        await ttft(FINAL, fresh())  # first touch: page the weights in
+        results["prompt_tokens"] = server.engine_log().timings[-1].prompt_eval_tokens
+
+        # Interleaved so that every ratio compares figures taken a few seconds apart on a
+        # machine shared with other work.
+        samples: dict[str, list[float]] = {}
+
+        def record(name: str, value: float) -> None:
+            samples.setdefault(name, []).append(value)
+
+        for _ in range(args.runs):
+            cold = await ttft(FINAL, fresh())
+            record("cold_ttft_ms", ms(cold))
+            # (1) warmed by a max_tokens=1 request on the partial transcript, then the final
+            nonce = fresh()
+            await ttft(PARTIAL, nonce)
+            record("warm_partial_ttft_ms", ms(await ttft(FINAL, nonce, max_tokens=20)))
+            record(
+                "warm_partial_remaining_tokens",
+                server.engine_log().prefix_hits[-1].remaining_tokens,
+            )
+            # (1b) warmed by the exact same prompt
+            nonce = fresh()
+            await ttft(FINAL, nonce)
+            record("warm_exact_ttft_ms", ms(await ttft(FINAL, nonce, max_tokens=20)))
+            # (2) A warmed, then another session's request B, then A's final
+            nonce = fresh()
+            await ttft(PARTIAL, nonce)
+            cold_b = await ttft(FINAL, fresh())
+            a_after_b = await ttft(FINAL, nonce)
+            record("a_after_b_ttft_ms", ms(a_after_b))
+            record("a_after_b_over_cold", round(a_after_b / cold_b, 2))
+            record("a_after_b_reused_tokens", server.engine_log().prefix_hits[-1].reused_tokens)
+            # (3a) a cold request abandoned mid-prefill, then a short unrelated request
+            alone = (await chat(session, server, short, max_tokens=1))["ttft_s"]
+            await ttft(PARTIAL, fresh(), abort_after_s=args.abort_after_s)
+            after = (await chat(session, server, short, max_tokens=1))["ttft_s"]
+            record("short_alone_ttft_ms", ms(alone))
+            record("short_after_abort_ttft_ms", ms(after))
+            # share of a cold prefill the short request waited for after the hang-up
+            record(
+                "abandoned_prefill_share_waited",
+                round((args.abort_after_s + after - alone) / cold, 2),
+            )
+            # (3b) the same session's final right after its abandoned partial prefill
+            nonce = fresh()
+            await ttft(PARTIAL, nonce, abort_after_s=args.abort_after_s)
+            record("same_session_after_abort_ttft_ms", ms(await ttft(FINAL, nonce)))
+            record(
+                "same_session_after_abort_reused_tokens",
+                server.engine_log().prefix_hits[-1].reused_tokens,
+            )
+        results["abort_after_s"] = args.abort_after_s
+        results["medians"] = {name: statistics.median(values) for name, values in samples.items()}
+        results["samples"] = samples
+        results["prefill_tokens_per_s"] = round(
+            results["prompt_tokens"] / (results["medians"]["cold_ttft_ms"] / 1000)
+        )
+
+        # (4) A request arriving while a reply streams (interrupt_requests off, as here).
+        results["reply_deltas_of_200_when_another_arrives"] = await reply_with_intruder(
+            session, server, short
+        )
+
+        # (5) Decode rate on a short prompt: content deltas per second on the client, and
+        # llama.cpp's own decode timing.
+        rates, engine_rates = [], []
         for _ in range(3):
-            reply = await chat(session, server, short, max_tokens=args.decode_tokens)
-            times = reply["times"]
+            times = (await chat(session, server, short, max_tokens=args.decode_tokens))["times"]
             rates.append((len(times) - 1) / (times[-1] - times[0]))
+            timing = server.engine_log().timings[-1]
+            engine_rates.append(timing.eval_runs / timing.eval_ms * 1000)
         results["decode_deltas_per_s"] = round(statistics.median(rates), 1)
-        timing = server.engine_log().timings[-1]
-        results["decode_tokens_per_s_engine"] = round(timing.eval_runs / timing.eval_ms * 1000, 1)
-    results["load_average"] = os.getloadavg()
+        results["decode_tokens_per_s_engine"] = round(statistics.median(engine_rates), 1)
+        # (4b) The same with the server's own default, interrupt_requests on.
+    async with (
+        LlamaCppServer(size=args.size, n_threads=args.threads, interrupt_requests=True) as server,
+        aiohttp.ClientSession() as session,
+    ):
+        results[
+            "reply_deltas_of_200_when_another_arrives_interrupt_on"
+        ] = await reply_with_intruder(session, server, short)
+    results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return results
+
+
+async def reply_with_intruder(session, server, short) -> dict:
+    """A 200-token reply, and another request sent 0.3 s into it: how much of it arrives."""
+    streaming = asyncio.create_task(chat(session, server, short, max_tokens=200))
+    await asyncio.sleep(0.3)
+    await chat(session, server, short, max_tokens=1)
+    reply = await streaming
+    return {"deltas": reply["deltas"], "transfer_cut": reply["cut"]}
 
 
 def main() -> None:

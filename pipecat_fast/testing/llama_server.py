@@ -5,11 +5,12 @@
 answers, and stops it on exit. It is a real inference engine with a real prefix (KV) cache, so
 benches and tests see what prefix caching does to time to first token (TTFT).
 
-Engine facts (llama-cpp-python 0.3.x server, read in its source and measured; see
+Engine facts (llama-cpp-python 0.3.36 server, read in its source and measured; see
 ``docs/engine.md``): one model, one sequence, requests served one at a time under a global
 lock; the KV cache holds only the previous request's tokens, and a new prompt reuses the
 longest common token prefix with it; streamed replies carry no ``usage`` object; a request
-the client abandons mid-prefill still finishes its prefill before the next one starts.
+the client abandons mid-prefill still finishes its prefill before the next one starts, while
+one abandoned mid-reply stops at its next token.
 
 :class:`EngineRequestSettings` holds what each request to this engine should carry, because
 a random-weight model's replies are gibberish: ban the control tokens and the tokens that are
@@ -19,9 +20,11 @@ replies at about one phrase, and seed the sampler.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import functools
+import json
 import os
 import re
 import shutil
@@ -29,6 +32,7 @@ import socket
 import sys
 import tempfile
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -286,8 +290,10 @@ class LlamaCppServer:
         n_threads: CPU threads for decode.
         n_threads_batch: CPU threads for prefill; defaults to ``n_threads``.
         n_batch: Prefill batch size in tokens.
-        interrupt_requests: The server's own option: a streaming reply stops after its next
-            chunk when another request is waiting.
+        interrupt_requests: The server's option of that name (its default: on). On, a
+            request arriving while a reply streams ends that reply after its next chunk, and
+            OpenAI clients see a normal end of stream: the reply is cut silently. Off (the
+            default here), the new request waits for the reply to finish, one at a time.
         startup_timeout_s: Seconds to wait for the server to answer.
         log_path: Where the server's stdout and stderr go; defaults to a temporary file,
             removed on stop.
@@ -309,7 +315,7 @@ class LlamaCppServer:
         n_threads: int = 2,
         n_threads_batch: int | None = None,
         n_batch: int = 512,
-        interrupt_requests: bool = True,
+        interrupt_requests: bool = False,
         startup_timeout_s: float = 60.0,
         log_path: str | Path | None = None,
         python: str | None = None,
@@ -540,3 +546,35 @@ async def _answers(url: str) -> bool:
                 return response.status == 200
     except (aiohttp.ClientError, OSError, TimeoutError):
         return False
+
+
+async def _serve_forever(args: argparse.Namespace) -> None:
+    async with LlamaCppServer(
+        size=args.size, port=args.port, n_threads=args.threads, log_path=args.log
+    ) as server:
+        settings = server.request_settings(max_tokens=args.max_tokens)
+        print(f"llama.cpp engine ({args.size} model) at {server.base_url}")
+        print(f"model file: {server.model_alias}.gguf; log: {server.log_path}")
+        print("add to each /v1/chat/completions request:")
+        print(json.dumps(settings.request_params()))
+        print("Ctrl-C to stop.")
+        await asyncio.Event().wait()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the engine by hand: ``python -m pipecat_fast.testing.llama_server --size bench``."""
+    parser = argparse.ArgumentParser(description="Serve the generated test model with llama.cpp.")
+    parser.add_argument("--size", default="bench", choices=sorted(MODEL_SPECS))
+    parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads")
+    parser.add_argument("--max-tokens", type=int, default=20, help="reply cap to print")
+    parser.add_argument("--log", default=None, help="server log file (default: temporary)")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve_forever(args))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

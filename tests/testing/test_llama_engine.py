@@ -206,6 +206,48 @@ async def test_abandoned_request_still_finishes_its_prefill(server, tokenize):
     assert hits[-1].reused_tokens == common_prefix(tokenize(abandoned), tokenize(follow_up)) > 400
 
 
+async def open_stream(session, server, messages, max_tokens):
+    body = {
+        "messages": messages,
+        "stream": True,
+        **server.request_settings(max_tokens=max_tokens).request_params(),
+    }
+    response = await session.post(f"{server.base_url}/chat/completions", json=body)
+    assert response.status == 200
+    return response
+
+
+async def first_content_delta(response):
+    async for raw in response.content:
+        line = raw.decode().strip()
+        if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["delta"].get(
+            "content"
+        ):
+            return
+
+
+async def test_request_arriving_mid_reply_waits_and_does_not_cut_it(server):
+    # interrupt_requests is off: the streaming reply runs to its cap, then the next request.
+    async with aiohttp.ClientSession() as session:
+        response = await open_stream(session, server, chat("Tell me more.", system="Hi."), 60)
+        await first_content_delta(response)
+        other = asyncio.create_task(complete(server, chat("Other.", system="Hi."), max_tokens=1))
+        rest = (await response.read()).decode()
+        await other
+    assert '"finish_reason": "length"' in rest
+    assert server.engine_log().timings[0].eval_runs == 59  # all 60 tokens; the first sampled
+
+
+async def test_reply_abandoned_mid_stream_stops_generating(server):
+    async with aiohttp.ClientSession() as session:
+        response = await open_stream(session, server, chat("Tell me more.", system="Hi."), 1000)
+        await first_content_delta(response)
+        response.close()
+    await complete(server, chat("Next.", system="Hi."), max_tokens=1)
+    # The abandoned reply logged no completed generation; only the next request did.
+    assert len(server.engine_log().timings) == 1
+
+
 # -- (c) determinism and the ChatML template ---------------------------------------------------
 
 
