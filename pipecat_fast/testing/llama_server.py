@@ -117,15 +117,31 @@ class EngineRequestSettings:
             params["temperature"] = self.temperature
         return params
 
+    def openai_settings_fields(self) -> dict[str, Any]:
+        """These settings as ``OpenAILLMService.Settings`` keyword arguments.
+
+        ``max_tokens`` is sent as such (the server ignores ``max_completion_tokens``);
+        ``logit_bias`` travels in ``extra``, which Pipecat merges into the request body.
+        Combine with your own fields: ``OpenAILLMService.Settings(model=...,
+        system_instruction=..., **settings.openai_settings_fields())``.
+        """
+        fields: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "extra": {"logit_bias": self.logit_bias()},
+        }
+        if self.seed is not None:
+            fields["seed"] = self.seed
+        if self.temperature is not None:
+            fields["temperature"] = self.temperature
+        return fields
+
     def openai_settings(
         self, model: str = "pipecat-fast-local", **fields: Any
     ) -> OpenAILLMService.Settings:
-        """The same settings for Pipecat's ``OpenAILLMService``.
+        """These settings as an ``OpenAILLMService.Settings``.
 
         Use as ``OpenAILLMService(base_url=server.base_url, api_key="none",
-        settings=server.request_settings().openai_settings())``. ``max_tokens`` is sent as such
-        (the server ignores ``max_completion_tokens``); ``logit_bias`` travels in
-        ``Settings.extra``, which Pipecat merges into the request body.
+        settings=server.request_settings().openai_settings())``.
 
         Args:
             model: Model name sent; the server serves its one model whatever is sent.
@@ -136,17 +152,22 @@ class EngineRequestSettings:
         """
         from pipecat.services.openai.llm import OpenAILLMService
 
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "max_tokens": self.max_tokens,
-            "extra": {"logit_bias": self.logit_bias()},
-        }
-        if self.seed is not None:
-            kwargs["seed"] = self.seed
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
-        kwargs.update(fields)
-        return OpenAILLMService.Settings(**kwargs)
+        return OpenAILLMService.Settings(model=model, **{**self.openai_settings_fields(), **fields})
+
+
+def engine_llm_settings(server: LlamaCppServer, **overrides: Any) -> dict[str, Any]:
+    """``OpenAILLMService.Settings`` keyword arguments for a running engine.
+
+    Shorthand for ``server.request_settings(**overrides).openai_settings_fields()``.
+
+    Args:
+        server: A started :class:`LlamaCppServer`.
+        **overrides: :class:`EngineRequestSettings` fields (``max_tokens``, ``seed``, ...).
+
+    Returns:
+        ``max_tokens``, ``seed`` and ``extra`` (with ``logit_bias``).
+    """
+    return server.request_settings(**overrides).openai_settings_fields()
 
 
 def _banned_ids(path: Path) -> tuple[int, ...]:
@@ -285,8 +306,8 @@ class LlamaCppServer:
         size: Named test model when ``model_path`` is not given (``"small"`` or ``"bench"``).
         host: Loopback address to bind.
         port: Port to bind; ``None`` picks a free one.
-        n_ctx: Context window in tokens; defaults to the model's trained context (the named
-            sizes) or 4096.
+        n_ctx: Context window in tokens; ``None`` uses the model's trained context
+            (8192 for ``bench``, 4096 for ``small``).
         n_threads: CPU threads for decode.
         n_threads_batch: CPU threads for prefill; defaults to ``n_threads``.
         n_batch: Prefill batch size in tokens.
@@ -325,9 +346,7 @@ class LlamaCppServer:
         self._llama_host = host
         self._llama_fixed_port = port
         self._llama_port: int | None = None
-        spec = MODEL_SPECS.get(size)
-        default_ctx = spec.context_length if spec is not None and model_path is None else 4096
-        self._llama_n_ctx = n_ctx or default_ctx
+        self._llama_n_ctx = n_ctx or 0  # 0: llama.cpp takes the model's trained context
         self._llama_n_threads = n_threads
         self._llama_n_threads_batch = n_threads_batch or n_threads
         self._llama_n_batch = n_batch
@@ -343,7 +362,7 @@ class LlamaCppServer:
     # -- what callers read ------------------------------------------------------------------
 
     @property
-    def model_alias(self) -> str:
+    def model_name(self) -> str:
         """The model name the server reports (the GGUF file's stem)."""
         if self._llama_model_path is None:
             raise LlamaServerError("server not started")
@@ -413,7 +432,7 @@ class LlamaCppServer:
             "--model",
             str(self._llama_model_path),
             "--model_alias",
-            self.model_alias,
+            self.model_name,
             "--host",
             self._llama_host,
             "--port",
@@ -554,7 +573,7 @@ async def _serve_forever(args: argparse.Namespace) -> None:
     ) as server:
         settings = server.request_settings(max_tokens=args.max_tokens)
         print(f"llama.cpp engine ({args.size} model) at {server.base_url}")
-        print(f"model file: {server.model_alias}.gguf; log: {server.log_path}")
+        print(f"model file: {server.model_name}.gguf; log: {server.log_path}")
         print("add to each /v1/chat/completions request:")
         print(json.dumps(settings.request_params()))
         print("Ctrl-C to stop.")

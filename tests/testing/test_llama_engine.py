@@ -22,6 +22,7 @@ from pipecat_fast.testing.gguf_model import (
 from pipecat_fast.testing.llama_server import (
     LlamaCppServer,
     LlamaServerError,
+    engine_llm_settings,
     llama_cpp_available,
 )
 
@@ -114,7 +115,11 @@ async def test_openai_llm_service_streams_text_frames(server):
     from pipecat.services.openai.llm import OpenAILLMService
     from pipecat.tests.utils import run_test
 
-    settings = server.request_settings(max_tokens=12).openai_settings(system_instruction=SYSTEM)
+    settings = OpenAILLMService.Settings(
+        model=server.model_name,
+        system_instruction=SYSTEM,
+        **engine_llm_settings(server, max_tokens=12),
+    )
     llm = OpenAILLMService(base_url=server.base_url, api_key="none", settings=settings)
     context = LLMContext(messages=[{"role": "user", "content": "Book a table for two."}])
     down, _ = await run_test(
@@ -141,6 +146,17 @@ async def test_openai_llm_service_streams_text_frames(server):
     # stream_options.include_usage, which Pipecat sends), so Pipecat reports no token usage;
     # cached tokens come from server.engine_log(). If this fails, the engine now reports usage.
     assert not [d for d in metrics if isinstance(d, LLMUsageMetricsData)]
+
+
+async def test_openai_settings_carry_the_request_settings(server):
+    settings = server.request_settings(max_tokens=7, seed=3)
+    pipecat_settings = settings.openai_settings(system_instruction="Be brief.")
+    assert pipecat_settings.max_tokens == 7 and pipecat_settings.seed == 3
+    assert pipecat_settings.system_instruction == "Be brief."
+    assert pipecat_settings.extra == {"logit_bias": settings.logit_bias()}
+    # Control tokens and lone UTF-8 lead/continuation bytes are banned; words are not.
+    banned = {int(token_id) for token_id in settings.logit_bias()}
+    assert {0, 1, 2} <= banned and 128 < len(banned) < 200
 
 
 # -- (b) prefix cache: proven by what the engine logs ----------------------------------------
