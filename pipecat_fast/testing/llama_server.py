@@ -28,10 +28,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,17 +268,16 @@ def parse_engine_log(text: str) -> EngineLog:
 # The server process
 
 
-_LIVE_PROCESSES: weakref.WeakSet[asyncio.subprocess.Process] = weakref.WeakSet()
+_LIVE_PIDS: set[int] = set()  # servers started and not yet stopped, for the atexit hook
 
 
 @atexit.register
-def _kill_leftovers() -> None:  # a last resort when a caller never stopped its server
-    for proc in list(_LIVE_PROCESSES):
-        if proc.returncode is None:
-            try:
-                proc.kill()
-            except ProcessLookupError:
-                pass
+def _kill_leftovers() -> None:  # a last resort when an owner never stopped its server
+    for pid in list(_LIVE_PIDS):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # already gone
+            pass
 
 
 def _free_port(host: str) -> int:
@@ -504,7 +503,7 @@ class LlamaCppServer:
                 env=env,
             )
         self._llama_proc = proc
-        _LIVE_PROCESSES.add(proc)
+        _LIVE_PIDS.add(proc.pid)
         logger.debug(f"llama.cpp server pid {proc.pid} starting on {self._llama_host}:{port}")
         url = f"http://{self._llama_host}:{port}/v1/models"
         try:
@@ -513,6 +512,7 @@ class LlamaCppServer:
                     if proc.returncode is not None:
                         tail = self.log_tail()
                         if "address already in use" in tail.lower():
+                            _LIVE_PIDS.discard(proc.pid)
                             self._llama_proc = None
                             return False
                         raise LlamaServerError(
@@ -548,6 +548,8 @@ class LlamaCppServer:
                 proc.kill()
             raise
         finally:
+            if proc is not None and proc.returncode is not None:
+                _LIVE_PIDS.discard(proc.pid)
             if self._llama_log_path is not None and self._llama_log_path.exists():
                 self._llama_final_log = self._llama_log_path.read_text(errors="replace")
             if self._llama_tmpdir is not None:

@@ -8,6 +8,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import sys
 
 import aiohttp
 import pytest
@@ -379,3 +380,32 @@ async def test_start_failure_reports_the_server_log(tmp_path):
         async with LlamaCppServer(not_a_model):
             pass
     assert "broken.gguf" in str(raised.value)
+
+
+async def test_server_left_running_dies_with_its_owner_process():
+    # An owner that starts a server and exits without stopping it: the atexit hook kills it.
+    script = (
+        "import asyncio\n"
+        "from pipecat_fast.testing.llama_server import LlamaCppServer\n"
+        "async def main():\n"
+        "    server = LlamaCppServer(size='small')\n"
+        "    await server.start()\n"
+        "    print(server.pid, flush=True)\n"
+        "asyncio.run(main())\n"
+    )
+    owner = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    out, _ = await owner.communicate()
+    assert owner.returncode == 0
+    pid = int(out.decode().split()[-1])
+    for _ in range(200):  # SIGKILL is delivered asynchronously
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.01)
+    assert not _alive(pid)
