@@ -12,10 +12,8 @@ longest common token prefix with it; streamed replies carry no ``usage`` object;
 the client abandons mid-prefill still finishes its prefill before the next one starts, while
 one abandoned mid-reply stops at its next token.
 
-:class:`EngineRequestSettings` holds what each request to this engine should carry, because
-a random-weight model's replies are gibberish: ban the control tokens and the tokens that are
-not UTF-8 alone (``logit_bias``) so it never stops by itself and streams token by token, cap
-replies at about one phrase, and seed the sampler.
+``server.request_settings()`` (:mod:`.engine_settings`) gives what each request should carry;
+``server.engine_log()`` (:mod:`.engine_log`) what the engine reported about its prefix cache.
 """
 
 from __future__ import annotations
@@ -23,31 +21,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import functools
 import json
 import os
-import re
 import shutil
 import signal
 import socket
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loguru import logger
 
-from pipecat_fast.testing.gguf_model import (
-    MODEL_SPECS,
-    ensure_model,
-    read_token_list,
-    unspeakable_token_ids,
-)
-
-if TYPE_CHECKING:
-    from pipecat.services.openai.llm import OpenAILLMService
+from pipecat_fast.testing.engine_log import EngineLog, parse_engine_log
+from pipecat_fast.testing.engine_settings import EngineRequestSettings
+from pipecat_fast.testing.gguf_model import MODEL_SPECS, ensure_model
 
 
 class LlamaServerError(RuntimeError):
@@ -59,100 +48,6 @@ def llama_cpp_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("llama_cpp") is not None
-
-
-# ---------------------------------------------------------------------------------------------
-# What requests to this engine carry
-
-
-@dataclass(frozen=True)
-class EngineRequestSettings:
-    """Request settings for the random-weight test model.
-
-    Build with :meth:`for_model` or :meth:`LlamaCppServer.request_settings`, which read the
-    ids to ban from the served model's vocabulary.
-
-    Attributes:
-        banned_token_ids: Token ids given a -100 logit bias: the control tokens, so the model
-            never ends its turn on its own, and tokens that are not UTF-8 by themselves, which
-            stall llama-cpp-python's stream (see
-            :func:`.gguf_model.unspeakable_token_ids`).
-        max_tokens: Reply cap in tokens. The replies have no sentence punctuation a sentence
-            splitter would act on, so the reply's end is what hands text to TTS; ~20 tokens
-            is about a first spoken phrase.
-        seed: Sampler seed sent with every request, so a reply depends on the prompt only
-            (the server otherwise advances its seed per request). ``None`` sends none.
-        temperature: Sampling temperature; ``None`` keeps the server's default (0.8). Greedy
-            (0.0) makes this model repeat one token.
-    """
-
-    banned_token_ids: tuple[int, ...]
-    max_tokens: int = 20
-    seed: int | None = 0
-    temperature: float | None = None
-
-    @classmethod
-    def for_model(cls, model_path: str | Path, **overrides: Any) -> EngineRequestSettings:
-        """Settings for a generated GGUF, banning what its vocabulary cannot stream.
-
-        Args:
-            model_path: The GGUF file served.
-            **overrides: Other fields (``max_tokens``, ``seed``, ``temperature``).
-
-        Returns:
-            The settings.
-        """
-        return cls(banned_token_ids=_banned_ids(Path(model_path)), **overrides)
-
-    def logit_bias(self) -> dict[str, float]:
-        """The ``logit_bias`` request field (token id as a string -> bias)."""
-        return {str(token_id): -100.0 for token_id in self.banned_token_ids}
-
-    def request_params(self) -> dict[str, Any]:
-        """Fields to merge into a raw ``/v1/chat/completions`` JSON body."""
-        params: dict[str, Any] = {"max_tokens": self.max_tokens, "logit_bias": self.logit_bias()}
-        if self.seed is not None:
-            params["seed"] = self.seed
-        if self.temperature is not None:
-            params["temperature"] = self.temperature
-        return params
-
-    def openai_settings_fields(self) -> dict[str, Any]:
-        """These settings as ``OpenAILLMService.Settings`` keyword arguments.
-
-        ``max_tokens`` is sent as such (the server ignores ``max_completion_tokens``);
-        ``logit_bias`` travels in ``extra``, which Pipecat merges into the request body.
-        Combine with your own fields: ``OpenAILLMService.Settings(model=...,
-        system_instruction=..., **settings.openai_settings_fields())``.
-        """
-        fields: dict[str, Any] = {
-            "max_tokens": self.max_tokens,
-            "extra": {"logit_bias": self.logit_bias()},
-        }
-        if self.seed is not None:
-            fields["seed"] = self.seed
-        if self.temperature is not None:
-            fields["temperature"] = self.temperature
-        return fields
-
-    def openai_settings(
-        self, model: str = "pipecat-fast-local", **fields: Any
-    ) -> OpenAILLMService.Settings:
-        """These settings as an ``OpenAILLMService.Settings``.
-
-        Use as ``OpenAILLMService(base_url=server.base_url, api_key="none",
-        settings=server.request_settings().openai_settings())``.
-
-        Args:
-            model: Model name sent; the server serves its one model whatever is sent.
-            **fields: Other ``OpenAILLMService.Settings`` fields, e.g. ``system_instruction``.
-
-        Returns:
-            An ``OpenAILLMService.Settings``.
-        """
-        from pipecat.services.openai.llm import OpenAILLMService
-
-        return OpenAILLMService.Settings(model=model, **{**self.openai_settings_fields(), **fields})
 
 
 def engine_llm_settings(server: LlamaCppServer, **overrides: Any) -> dict[str, Any]:
@@ -168,100 +63,6 @@ def engine_llm_settings(server: LlamaCppServer, **overrides: Any) -> dict[str, A
         ``max_tokens``, ``seed`` and ``extra`` (with ``logit_bias``).
     """
     return server.request_settings(**overrides).openai_settings_fields()
-
-
-def _banned_ids(path: Path) -> tuple[int, ...]:
-    stat = path.stat()
-    return _banned_ids_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=8)
-def _banned_ids_cached(path: str, mtime_ns: int, size: int) -> tuple[int, ...]:
-    return tuple(unspeakable_token_ids(read_token_list(Path(path))))
-
-
-# ---------------------------------------------------------------------------------------------
-# The server's verbose log: the only place it reports prefix-cache reuse
-
-
-_PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
-_FULL_HIT = re.compile(r"Llama\.generate: full prompt already cached")
-_PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
-_EVAL = re.compile(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs")
-
-
-@dataclass(frozen=True)
-class PrefixHit:
-    """One prefix-cache reuse the engine logged.
-
-    Attributes:
-        reused_tokens: Prompt tokens served from the KV cache (``-1``: the whole prompt).
-        remaining_tokens: Prompt tokens left to prefill (``0`` when the whole prompt was
-            cached).
-    """
-
-    reused_tokens: int
-    remaining_tokens: int
-
-
-@dataclass(frozen=True)
-class GenerationTiming:
-    """llama.cpp's own timing of one completed generation (``llama_perf_context_print``).
-
-    Attributes:
-        prompt_eval_ms: Prefill time in ms.
-        prompt_eval_tokens: Tokens prefilled in batches.
-        eval_ms: Decode time in ms.
-        eval_runs: Single-token decode steps.
-    """
-
-    prompt_eval_ms: float
-    prompt_eval_tokens: int
-    eval_ms: float
-    eval_runs: int
-
-
-@dataclass
-class EngineLog:
-    """What the engine's verbose log says, in order.
-
-    A cold prompt logs no prefix line, and a request abandoned mid-stream logs no timing, so
-    the two lists line up with requests only when requests complete one after another.
-
-    Attributes:
-        prefix_hits: Prefix-cache reuses.
-        timings: Completed generations.
-    """
-
-    prefix_hits: list[PrefixHit] = field(default_factory=list)
-    timings: list[GenerationTiming] = field(default_factory=list)
-
-
-def parse_engine_log(text: str) -> EngineLog:
-    """Parse llama-cpp-python's verbose server log.
-
-    Args:
-        text: Log text (stdout and stderr of ``python -m llama_cpp.server --verbose true``).
-
-    Returns:
-        The prefix-cache reuses and generation timings found; unrelated lines are ignored.
-    """
-    log = EngineLog()
-    pending_prompt: tuple[float, int] | None = None
-    for line in text.splitlines():
-        if match := _PREFIX_HIT.search(line):
-            log.prefix_hits.append(PrefixHit(int(match[1]), int(match[2])))
-        elif _FULL_HIT.search(line):
-            log.prefix_hits.append(PrefixHit(-1, 0))
-        elif match := _PROMPT_EVAL.search(line):
-            pending_prompt = (float(match[1]), int(match[2]))
-        elif (match := _EVAL.search(line)) and pending_prompt is not None:
-            prompt_ms, prompt_tokens = pending_prompt
-            log.timings.append(
-                GenerationTiming(prompt_ms, prompt_tokens, float(match[1]), int(match[2]))
-            )
-            pending_prompt = None
-    return log
 
 
 # ---------------------------------------------------------------------------------------------

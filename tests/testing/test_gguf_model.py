@@ -1,11 +1,10 @@
-"""The generated test model: vocabulary, GGUF contents, determinism, cache naming, log parsing.
+"""The generated test model: vocabulary, GGUF contents, determinism, cache naming.
 
 Needs gguf + tokenizers (the bench extra), not llama.cpp.
 """
 
 import dataclasses
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,6 @@ from pipecat_fast.testing.gguf_model import (
     ModelSpec,
     token_bytes,
     unspeakable_token_ids,
-)
-from pipecat_fast.testing.llama_server import (
-    GenerationTiming,
-    PrefixHit,
-    parse_engine_log,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -131,34 +125,6 @@ def test_ensure_model_rejects_unknown_size():
 def test_named_sizes_match_their_description():
     assert 80e6 < MODEL_SPECS["bench"].n_params < 95e6
     assert 15e6 < MODEL_SPECS["small"].n_params < 25e6
-
-
-LOG_SAMPLE = """\
-INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK
-llama_perf_context_print:        load time =      12.51 ms
-llama_perf_context_print: prompt eval time =    3855.10 ms /  3201 tokens (    1.20 ms per token)
-llama_perf_context_print:        eval time =       0.00 ms /     1 runs   (    0.00 ms per token)
-Llama.generate: 3180 prefix-match hit, remaining 21 prompt tokens to eval
-llama_perf_context_print: prompt eval time =      41.00 ms /    21 tokens (    1.95 ms per token)
-llama_perf_context_print:        eval time =     310.50 ms /    19 runs   (   16.34 ms per token)
-Llama.generate: full prompt already cached, skipping reset
-Llama.generate: 7 prefix-match hit, remaining 900 prompt tokens to eval
-"""
-
-
-def test_parse_engine_log_reads_prefix_hits_and_timings():
-    log = parse_engine_log(LOG_SAMPLE)
-    assert log.prefix_hits == [PrefixHit(3180, 21), PrefixHit(-1, 0), PrefixHit(7, 900)]
-    assert log.timings == [
-        GenerationTiming(3855.10, 3201, 0.0, 1),
-        GenerationTiming(41.0, 21, 310.5, 19),
-    ]
-
-
-def test_parse_engine_log_ignores_unrelated_text():
-    noise = json.dumps({"prompt eval": 3}) + "\nrandom line\n"
-    log = parse_engine_log(noise)
-    assert log.prefix_hits == [] and log.timings == []
 
 
 def test_cache_dir_defaults_under_xdg(monkeypatch, tmp_path):
