@@ -223,7 +223,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="bench", help="model size: bench or small")
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (median taken)")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads for the engine")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for the engine")
     parser.add_argument("--prompt-tokens", type=int, default=3200, help="prompt size (tokens)")
     parser.add_argument("--abort-after-s", type=float, default=1.0, help="abandon a prefill")
     parser.add_argument("--decode-tokens", type=int, default=100, help="tokens for decode rate")

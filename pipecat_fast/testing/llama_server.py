@@ -108,7 +108,12 @@ class LlamaCppServer:
         port: Port to bind; ``None`` picks a free one.
         n_ctx: Context window in tokens; ``None`` uses the model's trained context
             (8192 for ``bench``, 4096 for ``small``).
-        n_threads: CPU threads for decode.
+        n_threads: CPU threads for decode; ``None``: half the machine's cores (at least 1),
+            leaving the rest to the pipeline under test. llama.cpp's threads wait for each
+            other at every layer, so one thread starved by other work stalls them all:
+            measured on 2 shared cores, a 3,200-token prefill took ~7 s on 1 thread but
+            8-32 s on 2 threads while another process kept one core busy (~3.9 s on 2 idle
+            cores). See ``docs/engine.md``.
         n_threads_batch: CPU threads for prefill; defaults to ``n_threads``.
         n_batch: Prefill batch size in tokens.
         interrupt_requests: The server's option of that name (its default: on). On, a
@@ -133,7 +138,7 @@ class LlamaCppServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         n_ctx: int | None = None,
-        n_threads: int = 2,
+        n_threads: int | None = None,
         n_threads_batch: int | None = None,
         n_batch: int = 512,
         interrupt_requests: bool = False,
@@ -147,8 +152,8 @@ class LlamaCppServer:
         self._llama_fixed_port = port
         self._llama_port: int | None = None
         self._llama_n_ctx = n_ctx or 0  # 0: llama.cpp takes the model's trained context
-        self._llama_n_threads = n_threads
-        self._llama_n_threads_batch = n_threads_batch or n_threads
+        self._llama_n_threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        self._llama_n_threads_batch = n_threads_batch or self._llama_n_threads
         self._llama_n_batch = n_batch
         self._llama_interrupt = interrupt_requests
         self._llama_startup_timeout_s = startup_timeout_s
@@ -388,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve the generated test model with llama.cpp.")
     parser.add_argument("--size", default="bench", choices=sorted(MODEL_SPECS))
     parser.add_argument("--port", type=int, default=None, help="default: a free port")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads")
+    parser.add_argument("--threads", type=int, default=None, help="default: half the cores")
     parser.add_argument("--max-tokens", type=int, default=20, help="reply cap to print")
     parser.add_argument("--log", default=None, help="server log file (default: temporary)")
     args = parser.parse_args(argv)

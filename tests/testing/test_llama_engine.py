@@ -273,6 +273,23 @@ async def test_reply_abandoned_mid_stream_stops_generating(server):
     assert len(server.engine_log().timings) == done_before + 1
 
 
+async def test_request_cancelled_while_queued_never_runs(server, tokenize):
+    # A reply streams (holding the engine); a second request queues behind it and is
+    # abandoned there. It never runs: the next request finds none of its prompt cached.
+    queued = chat("queued")
+    async with aiohttp.ClientSession() as session:
+        reply = await open_stream(session, server, chat("Tell me more.", system="Hi."), 300)
+        await first_content_delta(reply)
+        waiting = await open_stream(session, server, queued, 1)
+        waiting.close()
+        await reply.read()
+    after = chat("next")
+    await complete(server, after, max_tokens=1)
+    hit = server.engine_log().prefix_hits[-1]
+    assert common_prefix(tokenize(queued), tokenize(after)) > 400
+    assert hit.reused_tokens < 10
+
+
 # -- (c) determinism and the ChatML template ---------------------------------------------------
 
 
