@@ -112,8 +112,8 @@ class LlamaCppServer:
             leaving the rest to the pipeline under test. llama.cpp's threads wait for each
             other at every layer, so one thread starved by other work stalls them all:
             measured on 2 shared cores, a 3,200-token prefill took ~7 s on 1 thread but
-            8-32 s on 2 threads while another process kept one core busy (~3.9 s on 2 idle
-            cores). See ``docs/engine.md``.
+            8-32 s on 2 threads while another process kept one core busy (~3.9 s on 2
+            threads in the quietest run). See ``docs/engine.md``.
         n_threads_batch: CPU threads for prefill; defaults to ``n_threads``.
         n_batch: Prefill batch size in tokens.
         interrupt_requests: The server's option of that name (its default: on). On, a
