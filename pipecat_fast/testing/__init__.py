@@ -1,0 +1,1 @@
+"""Offline test doubles and local engines for exercising Pipecat pipelines without network."""
