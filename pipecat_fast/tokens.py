@@ -84,3 +84,18 @@ def token_offset_at(text: str, char_offset: int, encoding: str = DEFAULT_ENCODIN
         if consumed > target:
             return i
     return count_tokens(text, encoding)
+
+
+def truncate_tokens(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING) -> str:
+    """The longest prefix of ``text`` that is at most ``max_tokens`` tokens, cut at a token.
+
+    Raises:
+        ValueError: If ``max_tokens`` is negative.
+    """
+    if max_tokens < 0:
+        raise ValueError("max_tokens must be >= 0")
+    tokens = encode(text, encoding)
+    if len(tokens) <= max_tokens:
+        return text
+    enc = get_encoding(encoding)
+    return enc.decode_bytes(tokens[:max_tokens]).decode("utf-8", errors="ignore")

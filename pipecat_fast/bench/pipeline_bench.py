@@ -13,6 +13,9 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+import aiohttp
+from loguru import logger
+
 from pipecat_fast.bench.configs import CONFIGS, get_configs
 from pipecat_fast.bench.emulator_process import EmulatorProcess
 from pipecat_fast.bench.material import bench_calls
@@ -26,6 +29,7 @@ from pipecat_fast.bench.output import (
 from pipecat_fast.bench.pipeline import Endpoints
 from pipecat_fast.bench.runner import build_report, run_interleaved, warm_up
 from pipecat_fast.testing.profiles import PROFILES, get_profile
+from pipecat_fast.tokens import truncate_tokens
 from pipecat_fast.ttfa import write_json
 
 
@@ -46,11 +50,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="LLM: the OpenAI emulator, or the real llama.cpp engine (prefix-cache behaviour)",
     )
     parser.add_argument(
+        "--engine-model",
+        default="bench",
+        choices=("bench", "small"),
+        help="llama-cpp: the generated model (bench: 88M params; small: 19M, ~4x faster prefill)",
+    )
+    parser.add_argument(
+        "--engine-prompt-tokens",
+        type=int,
+        default=1900,
+        help="llama-cpp: cut the system prompt to this many o200k tokens and drop the tools "
+        "(default 1,900: ~3.2k tokens of the engine's own vocabulary, which is ~1.7x o200k)",
+    )
+    parser.add_argument(
         "--llm-cache",
         default="cold",
         choices=("cold", "shared"),
-        help="emulated LLM prefix cache: emptied before every call (cold), or kept across "
-        "calls (shared, as with steady traffic on one prompt)",
+        help="LLM prefix cache at the start of each call: cold (the emulator's cache is "
+        "emptied; the engine serves another caller's request first) or shared (kept across "
+        "calls, as with steady traffic on one prompt)",
     )
     parser.add_argument(
         "--no-stt-revisions",
@@ -71,6 +89,10 @@ async def _bench(args: argparse.Namespace) -> int:
         if args.no_stt_revisions
         else profile.stt_interim_interval_ms / 1000.0,
     )
+    if args.engine == "llama-cpp":
+        for call in calls:
+            call.system_prompt = truncate_tokens(call.system_prompt, args.engine_prompt_tokens)
+            call.tools = []
     total = len(calls) * len(configs) * args.repeats
     console.print(
         f"[bold]pipecat-fast bench[/bold]: {', '.join(c.name for c in configs)} x {len(calls)} "
@@ -87,23 +109,39 @@ async def _bench(args: argparse.Namespace) -> int:
     async with contextlib.AsyncExitStack() as stack:
         emulators = await stack.enter_async_context(EmulatorProcess(profile.name, calls))
         endpoints = Endpoints(**emulators.urls)
+        engine = None
         if args.engine == "llama-cpp":
-            endpoints = await stack.enter_async_context(_llama_engine(endpoints))
+            engine = await stack.enter_async_context(_llama_engine(args.engine_model))
+            endpoints = engine_endpoints(engine, endpoints)
+            tokens = await engine_token_count(engine, calls[0].system_prompt)
+            console.print(f"engine prompt: {tokens} engine tokens ({engine.model_name})")
         await warm_up(endpoints)
+        seen = 0
 
         async def before_call(config, call, repeat):
-            if args.engine == "emulator" and args.llm_cache == "cold":
-                await emulators.reset_llm()
-
-        seen = 0
+            nonlocal seen
+            if args.llm_cache == "cold":
+                if engine is not None:
+                    await other_caller(engine)
+                    seen = len(engine.engine_log().timings)
+                else:
+                    await emulators.reset_llm()
 
         async def after_call(result):
             nonlocal seen
-            if args.engine == "emulator":
-                records = await emulators.llm_requests()
-                if args.llm_cache == "cold":
-                    seen = 0  # reset before every call
-                result.llm_requests, seen = records[seen:], len(records)
+            if engine is not None:
+                # The engine reports no usage: its own log says what it prefilled.
+                timings = engine.engine_log().timings
+                result.llm_requests = [
+                    {"prompt_tokens": t.prompt_eval_tokens, "cached_tokens": 0}
+                    for t in timings[seen:]
+                ]
+                seen = len(timings)
+                return
+            records = await emulators.llm_requests()
+            if args.llm_cache == "cold":
+                seen = 0  # reset before every call
+            result.llm_requests, seen = records[seen:], len(records)
 
         results = await run_interleaved(
             calls,
@@ -118,7 +156,7 @@ async def _bench(args: argparse.Namespace) -> int:
         results,
         configs[0].name,
         profile=profile.name,
-        engine=args.engine,
+        engine=args.engine if args.engine == "emulator" else f"llama-cpp/{args.engine_model}",
         llm_cache=args.llm_cache,
         order="interleaved call by call",
         stage_medians_ms={
@@ -132,19 +170,59 @@ async def _bench(args: argparse.Namespace) -> int:
 
 
 @contextlib.asynccontextmanager
-async def _llama_engine(endpoints: Endpoints):
-    """Swap the LLM for the real llama.cpp engine (bench-size model)."""
+async def _llama_engine(size: str):
+    """The real llama.cpp engine on a generated model (see docs/engine.md)."""
     from pipecat_fast.testing.gguf_model import ensure_model
-    from pipecat_fast.testing.llama_server import LlamaCppServer, engine_llm_settings
+    from pipecat_fast.testing.llama_server import LlamaCppServer
 
-    async with LlamaCppServer(ensure_model("bench")) as server:
-        yield Endpoints(
-            llm_base_url=server.base_url,
-            tts_url=endpoints.tts_url,
-            stt_base_url=endpoints.stt_base_url,
-            llm_model=server.model_name,
-            llm_settings=engine_llm_settings(server),
-        )
+    async with LlamaCppServer(ensure_model(size)) as server:
+        yield server
+
+
+def engine_endpoints(server, endpoints: Endpoints) -> Endpoints:
+    """The bench's endpoints with the LLM swapped for the engine (STT and TTS stay emulated)."""
+    from pipecat_fast.testing.llama_server import engine_llm_settings
+
+    return Endpoints(
+        llm_base_url=server.base_url,
+        tts_url=endpoints.tts_url,
+        stt_base_url=endpoints.stt_base_url,
+        llm_model=server.model_name,
+        llm_settings=engine_llm_settings(server),
+    )
+
+
+async def engine_token_count(server, text: str) -> int | None:
+    """The engine's own token count of ``text`` (llama-cpp-python's ``/extras/tokenize``)."""
+    url = server.base_url.removesuffix("/v1") + "/extras/tokenize"
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url, json={"input": text}) as response:
+                return len((await response.json())["tokens"])
+    except Exception as e:  # informational only
+        logger.warning(f"could not count engine tokens: {e}")
+        return None
+
+
+async def other_caller(server) -> None:
+    """Send another caller's short request, so the next call starts cold.
+
+    The engine keeps only the previous request's prefix, as a busy shared engine would.
+    """
+    url = server.base_url + "/chat/completions"
+    body = {
+        "model": server.model_name,
+        "messages": [{"role": "user", "content": "Another caller, another prompt entirely."}],
+        **engine_request_body(server),
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, json=body) as response:
+            await response.read()
+
+
+def engine_request_body(server) -> dict:
+    """The engine's request fields (``max_tokens``, ``seed``, ``logit_bias``), as JSON."""
+    return server.request_settings(max_tokens=1).request_params()
 
 
 def run(args: argparse.Namespace) -> int:
