@@ -14,6 +14,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from pipecat_fast.bench.calls import CallScriptError
 from pipecat_fast.bench.configs import CONFIGS
 from pipecat_fast.bench.emulator_process import EmulatorProcess
 from pipecat_fast.bench.material import bench_calls
@@ -96,6 +97,10 @@ async def _demo(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo."""
+    """Run the demo; a broken call script or audio file is a one-line error (exit 2)."""
     quiet_logs(args.verbose)
-    return asyncio.run(_demo(args))
+    try:
+        return asyncio.run(_demo(args))
+    except CallScriptError as e:
+        console.print(f"[red]call material error:[/red] {e}")
+        return 2

@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 from loguru import logger
 
+from pipecat_fast.bench.calls import CallScriptError
 from pipecat_fast.bench.configs import CONFIGS, get_configs
 from pipecat_fast.bench.emulator_process import EmulatorProcess
 from pipecat_fast.bench.material import bench_calls
@@ -226,6 +227,10 @@ def engine_request_body(server) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the pipeline bench."""
+    """Run the pipeline bench; bad call material or arguments are a one-line error (exit 2)."""
     quiet_logs(args.verbose)
-    return asyncio.run(_bench(args))
+    try:
+        return asyncio.run(_bench(args))
+    except (CallScriptError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
