@@ -1,11 +1,19 @@
 """Speculative prefill of the LLM's prefix cache while the caller talks, and draft-and-hold."""
 
-from pipecat_fast.prefill.backends import OpenAIPrefill, PrefillBackend, PrefillResult
+from pipecat_fast.prefill.backends import (
+    AnthropicPrefill,
+    OpenAIPrefill,
+    PrefillBackend,
+    PrefillResult,
+    backend_for,
+)
 from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip, TurnAccount
 from pipecat_fast.prefill.draft import DraftAndHoldUserTurnStopStrategy
 from pipecat_fast.prefill.processor import SpeculativePrefill
 
 __all__ = [
+    "AnthropicPrefill",
+    "backend_for",
     "DraftAndHoldUserTurnStopStrategy",
     "OpenAIPrefill",
     "PrefillBackend",

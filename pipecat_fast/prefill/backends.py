@@ -17,6 +17,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import LLMService
 from pipecat.utils.types import is_given
 
+from pipecat_fast.lint.minimums import prefix_minimum
 from pipecat_fast.tokens import count_tokens
 
 
@@ -73,7 +74,8 @@ class OpenAIPrefill:
         llm: The pipeline's OpenAI-compatible LLM service (a ``BaseOpenAILLMService``).
         min_prompt_tokens: The provider's minimum cacheable prompt; OpenAI caches from
             1,024 tokens, self-hosted engines from 0 (``prompt_caching_rules.md``). Default:
-            1,024 when the service points at ``api.openai.com``, else 0.
+            the linter's table (:func:`pipecat_fast.lint.minimums.prefix_minimum`) when the
+            service points at ``api.openai.com``, else 0.
 
     Raises:
         TypeError: If ``llm`` is not OpenAI-compatible.
@@ -85,7 +87,9 @@ class OpenAIPrefill:
         self.llm = llm
         if min_prompt_tokens is None:
             base_url = str(getattr(llm._client, "base_url", ""))
-            min_prompt_tokens = 1024 if "api.openai.com" in base_url else 0
+            hosted = "api.openai.com" in base_url
+            model = str(getattr(llm._settings, "model", "") or "")
+            min_prompt_tokens = prefix_minimum("openai", model).tokens if hosted else 0
         self.min_prompt_tokens = min_prompt_tokens
 
     async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
@@ -118,3 +122,84 @@ class OpenAIPrefill:
         return PrefillResult(
             prompt_tokens=usage.prompt_tokens if usage else 0, cached_tokens=cached
         )
+
+
+class AnthropicPrefill:
+    """Prefill through Pipecat's ``AnthropicLLMService`` with prompt caching on.
+
+    Anthropic caches at ``cache_control`` breakpoints only, and a later request reads an entry
+    only at one of its own content-block boundaries (within ~20 blocks before a breakpoint).
+    So the prefill request is the real request's rendering (the service's adapter and
+    settings, including Pipecat's own markers on the system prompt and the last two user
+    messages) with the caller's stable words as a user message of their own — its own
+    content block, marked — plus a breakpoint at the end of the history before it: the
+    boundary the real request will share, so the real request reads everything up to the
+    new user message from the cache.
+
+    Args:
+        llm: The pipeline's ``AnthropicLLMService``; ``enable_prompt_caching`` must be on.
+        min_prompt_tokens: The model's minimum cacheable prefix; default from the linter's
+            table (512-4,096 tokens by model, ``prompt_caching_rules.md``).
+
+    Raises:
+        TypeError: If ``llm`` is not an Anthropic service.
+    """
+
+    def __init__(self, llm: LLMService, *, min_prompt_tokens: int | None = None):
+        if not hasattr(llm, "_get_llm_invocation_params") or not hasattr(llm, "_client"):
+            raise TypeError(f"{llm} is not a Pipecat Anthropic LLM service")
+        self.llm = llm
+        if min_prompt_tokens is None:
+            model = str(getattr(llm._settings, "model", "") or "")
+            min_prompt_tokens = prefix_minimum("anthropic", model).tokens
+        self.min_prompt_tokens = min_prompt_tokens
+
+    async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
+        invocation = await self.llm._get_llm_invocation_params(
+            provisional_context(context, user_text)
+        )
+        messages = [dict(m) for m in invocation["messages"]]
+        if len(messages) >= 2:
+            history_end = messages[-2]
+            content = history_end["content"]
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            content = [dict(block) for block in content]
+            content[-1]["cache_control"] = {"type": "ephemeral"}
+            history_end["content"] = content
+        params: dict[str, Any] = {
+            "model": self.llm._settings.model,
+            "max_tokens": 1,
+            "messages": messages,
+            "tools": invocation["tools"],
+        }
+        from pipecat.adapters.llm.services.anthropic_adapter import anthropic_is_given
+
+        if anthropic_is_given(invocation["system"]):
+            params["system"] = invocation["system"]
+        return params
+
+    async def estimate_tokens(self, context: LLMContext, user_text: str) -> int:
+        """Approximate prompt tokens of the prefill request."""
+        params = await self._params(context, user_text)
+        return _estimate(params["messages"], params.get("tools"), params.get("system"))
+
+    async def prefill(self, context: LLMContext, user_text: str) -> PrefillResult:
+        """Send ``max_tokens=1`` with the real request's blocks, partial words as their own."""
+        response = await self.llm._client.messages.create(**await self._params(context, user_text))
+        usage = response.usage
+        read = getattr(usage, "cache_read_input_tokens", 0) or 0
+        created = getattr(usage, "cache_creation_input_tokens", 0) or 0
+        return PrefillResult(prompt_tokens=usage.input_tokens + read + created, cached_tokens=read)
+
+
+def backend_for(llm: LLMService) -> PrefillBackend:
+    """The prefill backend for a Pipecat LLM service (Anthropic or OpenAI-compatible).
+
+    Raises:
+        TypeError: If the service is neither.
+    """
+    for cls in type(llm).__mro__:
+        if cls.__name__ == "AnthropicLLMService":
+            return AnthropicPrefill(llm)
+    return OpenAIPrefill(llm)

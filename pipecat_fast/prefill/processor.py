@@ -32,7 +32,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
-from pipecat_fast.prefill.backends import OpenAIPrefill, PrefillBackend
+from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip, TurnAccount
 from pipecat_fast.stabilizer.frames import StableTranscriptFrame
 from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
@@ -45,7 +45,8 @@ class SpeculativePrefill(FrameProcessor):
         llm: The pipeline's LLM service; its adapter, settings and client shape the requests
             (an OpenAI-compatible service unless ``backend`` is given).
         context: The conversation context the user aggregator writes (the same object).
-        backend: How to send prefills; defaults to :class:`OpenAIPrefill` for ``llm``.
+        backend: How to send prefills; defaults to :class:`AnthropicPrefill` for an
+            ``AnthropicLLMService``, else :class:`OpenAIPrefill`.
         config: The bet's rules (see :class:`~pipecat_fast.prefill.core.PrefillConfig`).
             When not given, ``min_prompt_tokens`` comes from the backend.
         timeout_s: Give up on a prefill after this long (s); counts as a failure.
@@ -69,7 +70,7 @@ class SpeculativePrefill(FrameProcessor):
         if backend is None:
             if llm is None:
                 raise ValueError("SpeculativePrefill needs an llm service or a backend")
-            backend = OpenAIPrefill(llm)
+            backend = backend_for(llm)
         if config is None:
             config = PrefillConfig(min_prompt_tokens=backend.min_prompt_tokens)
         self._prefill_backend = backend
