@@ -259,6 +259,15 @@ def _set(value, *keys):
         (_set(2900, "turns", 0, "user", "words", 9, "end_ms"), "turns[0].user.words[9]"),
         (_set("Bye", "turns", 0, "user", "words", 0, "text"), "turns[0].user.words"),
         (_set("audio/missing.wav", "turns", 1, "user", "audio"), "turns[1].user.audio"),
+        (_set([0.9], "turns", 1, "user", "smart_turn_v3"), "turns[1].user.smart_turn_v3"),
+        (
+            _set({"probability": 1.5}, "turns", 1, "user", "smart_turn_v3"),
+            "turns[1].user.smart_turn_v3.probability",
+        ),
+        (
+            _set({"p": 0.9}, "turns", 1, "user", "smart_turn_v3"),
+            "turns[1].user.smart_turn_v3.probability",
+        ),
         (_set("prompts/missing.md", "system_prompt"), "system_prompt"),
         (_set("tools/missing.json", "tools"), "tools"),
     ],
