@@ -11,6 +11,14 @@ back into the JSON:
 - ``words``: ``[{"text", "start_ms", "end_ms"}]``, one per whitespace-separated token of the text
   (punctuation kept, so ``" ".join(w["text"] for w in words) == text``).
 - ``espeak.version`` and ``espeak.sox_version``: the tools that made the audio.
+- ``smart_turn_v3.probability``: how sure Pipecat's default end-of-turn model, Smart Turn v3
+  (``LocalSmartTurnAnalyzerV3`` with the ``smart-turn-v3.2-cpu.onnx`` bundled in pipecat-ai), is
+  that the caller's turn is complete when it sees the WAV followed by 200 ms of silence (the
+  Silero VAD's default ``stop_secs``, after which the stock pipeline asks the model), rounded to 3
+  decimals. Below 0.5 the stock pipeline waits up to 3 s (``SmartTurnParams.stop_secs``) of
+  silence before it answers, so the bench's callers are tuned (voice, rate, wording) to stay well
+  above it; a turn below 0.5 is reported as a warning. The model file name is recorded in the
+  call's ``smart_turn_v3.model``.
 
 Pipeline per utterance:
 
@@ -33,9 +41,10 @@ Pipeline per utterance:
    sentence-final lengthening that the full utterance does not have). A token without a voiced frame
    in its window (rare) keeps its raw window. Resolution: 10 ms.
 
-Output is deterministic for a given espeak-ng and sox version (both recorded in each call's JSON).
-Needed only to regenerate the fixtures, never by the tests or the bench:
-``apt-get install -y espeak-ng sox`` (Debian 12: espeak-ng 1.51, SoX 14.4.2).
+Output is deterministic for a given espeak-ng and sox version (both recorded in each call's JSON)
+and Smart Turn model. Needed only to regenerate the fixtures, never by the tests or the bench:
+``apt-get install -y espeak-ng sox`` (Debian 12: espeak-ng 1.51, SoX 14.4.2) and pipecat-ai with
+its local Smart Turn v3 (onnxruntime).
 
 Usage::
 
@@ -47,8 +56,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import concurrent.futures
 import ctypes
+import importlib.resources
 import io
 import json
 import multiprocessing
@@ -67,6 +78,8 @@ FRAME_MS = 10
 PAD_MS = 150
 REL_THRESHOLD_DB = -40.0
 ABS_THRESHOLD_DBFS = -60.0
+SMART_TURN_MODEL = "smart-turn-v3.2-cpu.onnx"
+SMART_TURN_SILENCE_MS = 200
 
 # espeak-ng's C API (speak_lib.h).
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -272,6 +285,47 @@ def make_utterance(text: str, voice: str, rate: int) -> Utterance:
     return Utterance(pcm, speech_start, speech_end, words)
 
 
+class SmartTurn:
+    """Pipecat's bundled Smart Turn v3, asked through its analyzer API as the pipeline asks it."""
+
+    def __init__(self) -> None:
+        try:
+            from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import (
+                LocalSmartTurnAnalyzerV3,
+            )
+
+            model = importlib.resources.files("pipecat.audio.turn.smart_turn.data")
+            model = model / SMART_TURN_MODEL
+        except ImportError as e:
+            raise FixtureError(f"pipecat's local Smart Turn v3 is not importable ({e})") from e
+        if not model.is_file():
+            raise FixtureError(f"pipecat-ai does not ship {SMART_TURN_MODEL} (found no {model})")
+        from loguru import logger
+
+        logger.disable("pipecat")  # it logs every prediction at DEBUG
+        self.model = SMART_TURN_MODEL
+        self._analyzer = LocalSmartTurnAnalyzerV3(
+            sample_rate=SAMPLE_RATE, smart_turn_model_path=str(model)
+        )
+        self._analyzer.set_sample_rate(SAMPLE_RATE)
+
+    def probability(self, pcm: np.ndarray, silence_ms: int = SMART_TURN_SILENCE_MS) -> float:
+        """P(turn complete) for the utterance followed by ``silence_ms`` of silence, 3 decimals."""
+        analyzer = self._analyzer
+        analyzer.clear()
+        analyzer.append_audio(pcm.astype("<i2").tobytes(), is_speech=True)
+        silence = np.zeros(silence_ms * SAMPLE_RATE // 1000, dtype="<i2")
+        analyzer.append_audio(silence.tobytes(), is_speech=False)
+        _state, metrics = asyncio.run(analyzer.analyze_end_of_turn())
+        analyzer.clear()
+        if metrics is None:
+            raise FixtureError("Smart Turn v3 returned no prediction")
+        return round(float(metrics.probability), 3)
+
+    def close(self) -> None:
+        asyncio.run(self._analyzer.cleanup())
+
+
 def wav_bytes(pcm: np.ndarray) -> bytes:
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
@@ -283,32 +337,47 @@ def wav_bytes(pcm: np.ndarray) -> bytes:
 
 
 def dump_call(call: dict) -> str:
-    """JSON with 2-space indent, one line per word."""
+    """JSON with 2-space indent, one line per word and per Smart Turn verdict."""
     text = json.dumps(call, ensure_ascii=False, indent=2)
     word = r'\{\s+"text": ("(?:[^"\\]|\\.)*"),\s+"start_ms": (\d+),\s+"end_ms": (\d+)\s+\}'
-    return re.sub(word, r'{"text": \1, "start_ms": \2, "end_ms": \3}', text) + "\n"
+    text = re.sub(word, r'{"text": \1, "start_ms": \2, "end_ms": \3}', text)
+    verdict = r'\{\s+"probability": ([\d.]+)\s+\}'
+    return re.sub(verdict, r'{"probability": \1}', text) + "\n"
 
 
-def process_call(espeak: str, sox: str, path: Path, data_dir: Path) -> dict[Path, bytes]:
+def process_call(
+    espeak: str, sox: str, smart_turn: SmartTurn, path: Path, data_dir: Path
+) -> dict[Path, bytes]:
     """Return the files (call JSON and its WAVs) this call should have, as bytes."""
     call = json.loads(path.read_text(encoding="utf-8"))
     voice, rate = call["espeak"]["voice"], call["espeak"]["rate"]
     call["espeak"] = {"version": espeak, "voice": voice, "rate": rate, "sox_version": sox}
+    call.pop("smart_turn_v3", None)
+    at = list(call).index("espeak") + 1  # keep the tool record together, after "espeak"
+    items = list(call.items())
+    smart = ("smart_turn_v3", {"model": smart_turn.model, "silence_ms": SMART_TURN_SILENCE_MS})
+    call = dict(items[:at] + [smart] + items[at:])
     files: dict[Path, bytes] = {}
     for n, turn in enumerate(call["turns"], start=1):
         user = turn["user"]
         utt = make_utterance(user["text"], voice, rate)
         audio = user.get("audio") or f"audio/{call['id']}_{n}.wav"
         files[data_dir / audio] = wav_bytes(utt.pcm)
+        p_complete = smart_turn.probability(utt.pcm)
         turn["user"] = {
             "text": user["text"],
             "audio": audio,
             "speech_start_ms": utt.speech_start_ms,
             "speech_end_ms": utt.speech_end_ms,
             "words": utt.words,
+            "smart_turn_v3": {"probability": p_complete},
         }
         dur = len(utt.pcm) / SAMPLE_RATE
-        print(f"  {audio}: {dur:.2f} s, speech {utt.speech_start_ms}-{utt.speech_end_ms} ms")
+        warn = "  WARNING: judged incomplete" if p_complete < 0.5 else ""
+        print(
+            f"  {audio}: {dur:.2f} s, speech {utt.speech_start_ms}-{utt.speech_end_ms} ms, "
+            f"Smart Turn v3 P(complete) {p_complete:.3f}{warn}"
+        )
     files[path] = dump_call(call).encode("utf-8")
     return files
 
@@ -333,16 +402,18 @@ def _run(args: argparse.Namespace) -> int:
     paths = sorted((args.data_dir / "calls").glob("*.json"))
     if args.only:
         paths = [p for p in paths if p.stem in set(args.only)]
+    smart_turn = SmartTurn()
     differ = []
     for path in paths:
         print(path.name)
-        for out, data in process_call(espeak, sox, path, args.data_dir).items():
+        for out, data in process_call(espeak, sox, smart_turn, path, args.data_dir).items():
             if out.exists() and out.read_bytes() == data:
                 continue
             differ.append(out)
             if not args.check:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_bytes(data)
+    smart_turn.close()
     verb = "differ" if args.check else "written"
     print(f"{len(differ)} file(s) {verb}" + "".join(f"\n  {p}" for p in differ))
     return 1 if args.check and differ else 0

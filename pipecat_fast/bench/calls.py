@@ -9,13 +9,15 @@ A call script is one JSON file in ``data/calls/`` (paths inside it are relative 
       "system_prompt": "prompts/dental_receptionist.md",
       "tools": "tools/dental_tools.json",       # OpenAI-format function tools
       "espeak": {"version": "1.51", "voice": "en-us", "rate": 175},   # how the audio was made
+      "smart_turn_v3": {"model": "smart-turn-v3.2-cpu.onnx", "silence_ms": 200},  # optional
       "turns": [
         {
           "user": {
-            "text": "Hi, I'd like to book a cleaning for next week.",
+            "text": "Hi, I need to book a cleaning for next week.",
             "audio": "audio/book_cleaning_1.wav",   # 16 kHz mono s16 WAV
-            "speech_start_ms": 150, "speech_end_ms": 2830,
-            "words": [{"text": "Hi,", "start_ms": 150, "end_ms": 500}, ...]
+            "speech_start_ms": 150, "speech_end_ms": 2730,
+            "words": [{"text": "Hi,", "start_ms": 150, "end_ms": 500}, ...],
+            "smart_turn_v3": {"probability": 0.976}  # optional, see Turn.smart_turn_v3_probability
           },
           "assistant": "Happy to help with that. ..."   # what the LLM emulator streams back
         }
@@ -96,6 +98,11 @@ class Turn:
             caller actually stopped speaking).
         words: The tokens of ``user_text`` with their timings, in order.
         reply: The assistant reply the LLM emulator streams for this turn.
+        smart_turn_v3_probability: How sure Pipecat's default end-of-turn model (Smart Turn v3,
+            ``smart-turn-v3.2-cpu.onnx``) is that the turn is complete when it sees this WAV
+            followed by 200 ms of silence, 0..1 (measured by ``scripts/make_audio_fixtures.py``);
+            below 0.5 the stock pipeline waits up to 3 s of silence before answering. ``None``
+            if the script does not record it.
     """
 
     index: int
@@ -106,6 +113,7 @@ class Turn:
     speech_end_ms: int
     words: tuple[Word, ...]
     reply: str
+    smart_turn_v3_probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -430,7 +438,19 @@ def _turn(get: _Getter, root: Path, i: int, raw: Any) -> Turn:
         speech_end_ms=end,
         words=tuple(words),
         reply=get.text(raw, "assistant", pre),
+        smart_turn_v3_probability=_smart_turn_probability(get, user, upre),
     )
+
+
+def _smart_turn_probability(get: _Getter, user: dict, upre: str) -> float | None:
+    if "smart_turn_v3" not in user:
+        return None
+    verdict = get.mapping(user, "smart_turn_v3", upre)
+    field = upre + "smart_turn_v3.probability"
+    p = verdict.get("probability")
+    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+        raise CallScriptError(get.path, field, f"must be a number in 0..1, got {p!r:.60}")
+    return float(p)
 
 
 def _wav_duration_ms(path: Path) -> int:

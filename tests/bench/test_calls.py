@@ -1,6 +1,7 @@
 """The shipped call material and its loader: audio matches timings, replies resolve, bad input fails
 clearly."""
 
+import asyncio
 import json
 import shutil
 import wave
@@ -87,6 +88,61 @@ def test_audio_is_small_and_fits_a_short_call():
     assert total < 3_000_000
     referenced = {t.audio_path.name for _, t in TURNS}
     assert referenced == {p.name for p in (DATA_DIR / "audio").glob("*.wav")}  # none orphaned
+
+
+# --- end of turn: Pipecat's default Smart Turn v3 must judge each caller's turn complete -------
+
+# "Perfect. Do I need to bring anything?" pauses mid-turn on purpose and is exempt. Every other
+# turn must be judged complete: an incomplete verdict makes the stock pipeline wait up to 3 s of
+# silence (SmartTurnParams.stop_secs) before it answers, which swamps the latency under test.
+DELIBERATE_PAUSE = {("book_cleaning", 3)}
+SILENCE_MS = 200  # Silero VAD's default stop_secs: the silence Smart Turn sees after the speech
+
+
+@pytest.fixture(scope="module")
+def smart_turn():
+    """Pipecat's own LocalSmartTurnAnalyzerV3 with its bundled model, at 16 kHz."""
+    pytest.importorskip("onnxruntime", reason="Smart Turn v3 runs on onnxruntime")
+    try:
+        from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
+
+        analyzer = LocalSmartTurnAnalyzerV3(sample_rate=SAMPLE_RATE)
+    except Exception as e:  # the model file or a dependency is missing
+        pytest.skip(f"Pipecat's Smart Turn v3 model is unavailable: {e!r}")
+    analyzer.set_sample_rate(SAMPLE_RATE)
+    yield analyzer
+    asyncio.run(analyzer.cleanup())
+
+
+async def _p_complete(analyzer, pcm: bytes, silence_ms: int) -> float:
+    """Ask the analyzer as the pipeline does: speech, then silence, then analyze_end_of_turn."""
+    analyzer.clear()
+    analyzer.append_audio(pcm, is_speech=True)
+    if silence_ms:
+        analyzer.append_audio(b"\x00\x00" * (SAMPLE_RATE * silence_ms // 1000), is_speech=False)
+    _state, metrics = await analyzer.analyze_end_of_turn()
+    analyzer.clear()
+    return metrics.probability
+
+
+@pytest.mark.parametrize("call_id,turn", TURNS, ids=[f"{c}-{t.index}" for c, t in TURNS])
+async def test_recorded_smart_turn_verdict_is_this_files(smart_turn, call_id, turn):
+    pcm, _ = read_pcm(turn.audio_path)
+    p = await _p_complete(smart_turn, pcm, SILENCE_MS)
+    assert turn.smart_turn_v3_probability == pytest.approx(p, abs=0.01)
+
+
+COMPLETE_TURNS = [(c, t) for c, t in TURNS if (c, t.index) not in DELIBERATE_PAUSE]
+
+
+@pytest.mark.parametrize(
+    "call_id,turn", COMPLETE_TURNS, ids=[f"{c}-{t.index}" for c, t in COMPLETE_TURNS]
+)
+async def test_smart_turn_judges_every_turn_complete(smart_turn, call_id, turn):
+    pcm, _ = read_pcm(turn.audio_path)
+    # As the pipeline asks (after the VAD's stop window) and with only the file's own 150 ms tail.
+    assert await _p_complete(smart_turn, pcm, SILENCE_MS) >= 0.5
+    assert await _p_complete(smart_turn, pcm, 0) >= 0.5
 
 
 def test_every_user_text_maps_to_its_reply():
@@ -259,6 +315,15 @@ def _set(value, *keys):
         (_set(2900, "turns", 0, "user", "words", 9, "end_ms"), "turns[0].user.words[9]"),
         (_set("Bye", "turns", 0, "user", "words", 0, "text"), "turns[0].user.words"),
         (_set("audio/missing.wav", "turns", 1, "user", "audio"), "turns[1].user.audio"),
+        (_set([0.9], "turns", 1, "user", "smart_turn_v3"), "turns[1].user.smart_turn_v3"),
+        (
+            _set({"probability": 1.5}, "turns", 1, "user", "smart_turn_v3"),
+            "turns[1].user.smart_turn_v3.probability",
+        ),
+        (
+            _set({"p": 0.9}, "turns", 1, "user", "smart_turn_v3"),
+            "turns[1].user.smart_turn_v3.probability",
+        ),
         (_set("prompts/missing.md", "system_prompt"), "system_prompt"),
         (_set("tools/missing.json", "tools"), "tools"),
     ],
