@@ -162,10 +162,10 @@ class PrefixTracker:
         self.encoding = encoding
         self.warnings: list[GuardWarning] = []
         self.requests = 0
-        self._prev: list[PrefixPart] | None = None
-        self._prev_tools: list[str] = []
+        self._last_parts: list[PrefixPart] | None = None
+        self._last_tools: list[str] = []
         self._warned: set[tuple[str, str]] = set()
-        self._prev_input_tokens = 0
+        self._last_input_tokens = 0
         self._eligible = 0
         self._reads = 0
         self._usage_reports = 0
@@ -187,8 +187,8 @@ class PrefixTracker:
         """
         self.requests += 1
         parts, names = prefix_parts(tools, system, messages)
-        prev, prev_names = self._prev, self._prev_tools
-        self._prev, self._prev_tools = parts, names
+        prev, prev_names = self._last_parts, self._last_tools
+        self._last_parts, self._last_tools = parts, names
         if prev is None:
             return []
         j = 0
@@ -325,7 +325,7 @@ class PrefixTracker:
         total = prompt_tokens
         if net_of_cache:
             total += reads + (cache_write_tokens or 0)
-        prev_total, self._prev_input_tokens = self._prev_input_tokens, total
+        prev_total, self._last_input_tokens = self._last_input_tokens, total
         if cache_read_tokens is None:
             return []
         self._usage_reports += 1
