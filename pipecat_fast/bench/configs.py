@@ -51,11 +51,30 @@ register(BenchConfig("stock", "stock Pipecat 1.14 pipeline (the baseline)", _sto
 register(BenchConfig("stock-again", "the same stock pipeline again: shows the noise floor", _stock))
 
 
-def _aggregator(first_phrase: bool) -> Callable[[PipelineSpec], None]:
+def _aggregator(first_phrase: bool, min_chars: int = 20) -> Callable[[PipelineSpec], None]:
     def customize(spec: PipelineSpec) -> None:
         from pipecat_fast.aggregator import make_text_processor
 
-        spec.between_llm_tts.append(make_text_processor(first_phrase=first_phrase))
+        spec.between_llm_tts.append(
+            make_text_processor(first_phrase=first_phrase, first_phrase_min_chars=min_chars)
+        )
+
+    return customize
+
+
+def _prefill_with(min_new_words: int) -> Callable[[PipelineSpec], None]:
+    def customize(spec: PipelineSpec) -> None:
+        from pipecat_fast.prefill import PrefillConfig, SpeculativePrefill, backend_for
+        from pipecat_fast.stabilizer import TwoUpdateStabilizer
+
+        backend = backend_for(spec.llm)
+        config = PrefillConfig(
+            min_new_words=min_new_words, min_prompt_tokens=backend.min_prompt_tokens
+        )
+        spec.after_stt.append(TwoUpdateStabilizer())
+        spec.before_llm.append(
+            SpeculativePrefill(spec.llm, context=spec.context, backend=backend, config=config)
+        )
 
     return customize
 
@@ -107,6 +126,25 @@ register(
         _draft,
     )
 )
+
+
+# Tuning variants: the sweeps that chose the defaults (docs/prefill.md, docs/aggregator.md).
+for _words in (1, 3, 4):
+    register(
+        BenchConfig(
+            f"prefill-{_words}w",
+            f"prefill with min_new_words={_words} (tuning sweep)",
+            _prefill_with(_words),
+        )
+    )
+for _chars in (10, 40):
+    register(
+        BenchConfig(
+            f"aggregator-fp{_chars}",
+            f"aggregator with first_phrase_min_chars={_chars} (tuning sweep)",
+            _aggregator(first_phrase=True, min_chars=_chars),
+        )
+    )
 
 
 def get_configs(names: list[str]) -> list[BenchConfig]:
