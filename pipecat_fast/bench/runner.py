@@ -106,15 +106,24 @@ async def run_call(
         runner = WorkerRunner(handle_sigint=False)
         await runner.add_workers(worker)
 
-        async def drive():
-            try:
-                await asyncio.wait_for(transport.finished.wait(), timeout=timeout_s)
+        running = asyncio.create_task(runner.run())
+        caller_done = asyncio.create_task(transport.finished.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {running, caller_done}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if caller_done in done:
                 await worker.queue_frame(EndFrame())
-            except TimeoutError:
+            elif running in done:
+                errors.append("the pipeline stopped before the caller finished")
+            else:
                 errors.append(f"call did not finish within {timeout_s:.0f} s")
                 await worker.cancel(reason="bench call timeout")
-
-        await asyncio.wait_for(asyncio.gather(runner.run(), drive()), timeout=timeout_s + 30)
+            await asyncio.wait_for(running, timeout=30)
+        finally:
+            caller_done.cancel()
+            if not running.done():
+                running.cancel()
     except Exception as e:  # a broken call must not stop the bench
         logger.exception(f"bench call {call.id} ({config.name}) failed")
         errors.append(f"{type(e).__name__}: {e}")

@@ -10,9 +10,11 @@ provider's usage. It talks through the service's own client, so base URL, keys, 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from loguru import logger
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import LLMService
 from pipecat.utils.types import is_given
@@ -85,11 +87,13 @@ class OpenAIPrefill:
         if not hasattr(llm, "build_chat_completion_params") or not hasattr(llm, "_client"):
             raise TypeError(f"{llm} is not an OpenAI-compatible Pipecat LLM service")
         self.llm = llm
+        base_url = str(getattr(llm._client, "base_url", ""))
+        # OpenAI's own API and Azure OpenAI cache from the documented minimum; self-hosted
+        # OpenAI-compatible engines (vLLM, SGLang, llama.cpp) cache any prefix.
+        self._hosted = any(host in base_url for host in ("api.openai.com", "openai.azure.com"))
         if min_prompt_tokens is None:
-            base_url = str(getattr(llm._client, "base_url", ""))
-            hosted = "api.openai.com" in base_url
             model = str(getattr(llm._settings, "model", "") or "")
-            min_prompt_tokens = prefix_minimum("openai", model).tokens if hosted else 0
+            min_prompt_tokens = prefix_minimum("openai", model).tokens if self._hosted else 0
         self.min_prompt_tokens = min_prompt_tokens
 
     async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
@@ -104,7 +108,11 @@ class OpenAIPrefill:
         params = llm.build_chat_completion_params(invocation)
         params.pop("stream_options", None)
         params.pop("max_completion_tokens", None)
-        params.update(stream=False, max_tokens=1)
+        params.pop("max_tokens", None)
+        # OpenAI's reasoning models reject max_tokens; llama.cpp's server ignores
+        # max_completion_tokens. Each gets the one it reads.
+        params["max_completion_tokens" if self._hosted else "max_tokens"] = 1
+        params["stream"] = False
         return params
 
     async def estimate_tokens(self, context: LLMContext, user_text: str) -> int:
@@ -115,7 +123,9 @@ class OpenAIPrefill:
     async def prefill(self, context: LLMContext, user_text: str) -> PrefillResult:
         """Send ``max_tokens=1`` with the real request's messages, tools and settings."""
         params = await self._params(context, user_text)
-        response = await self.llm._client.chat.completions.create(**params)
+        # No SDK retries: a 429 or 5xx is one failed prefill, and the planner backs off.
+        client = self.llm._client.with_options(max_retries=0)
+        response = await client.chat.completions.create(**params)
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
         cached = getattr(details, "cached_tokens", None) or 0
@@ -137,7 +147,8 @@ class AnthropicPrefill:
     new user message from the cache.
 
     Args:
-        llm: The pipeline's ``AnthropicLLMService``; ``enable_prompt_caching`` must be on.
+        llm: The pipeline's ``AnthropicLLMService``; with ``enable_prompt_caching`` off the
+            backend logs a warning and never sends (its minimum becomes unreachable).
         min_prompt_tokens: The model's minimum cacheable prefix; default from the linter's
             table (512-4,096 tokens by model, ``prompt_caching_rules.md``).
 
@@ -152,6 +163,13 @@ class AnthropicPrefill:
         if min_prompt_tokens is None:
             model = str(getattr(llm._settings, "model", "") or "")
             min_prompt_tokens = prefix_minimum("anthropic", model).tokens
+        if getattr(llm._settings, "enable_prompt_caching", False) is not True:
+            # Without Pipecat's cache markers the real request never reads what a prefill
+            # writes, and every prefill would pay the cache-write premium for nothing.
+            logger.warning(
+                f"{llm}: enable_prompt_caching is off, so speculative prefill is disabled"
+            )
+            min_prompt_tokens = sys.maxsize
         self.min_prompt_tokens = min_prompt_tokens
 
     async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
@@ -186,7 +204,9 @@ class AnthropicPrefill:
 
     async def prefill(self, context: LLMContext, user_text: str) -> PrefillResult:
         """Send ``max_tokens=1`` with the real request's blocks, partial words as their own."""
-        response = await self.llm._client.messages.create(**await self._params(context, user_text))
+        params = await self._params(context, user_text)
+        # No SDK retries: a 429 or 5xx is one failed prefill, and the planner backs off.
+        response = await self.llm._client.with_options(max_retries=0).messages.create(**params)
         usage = response.usage
         read = getattr(usage, "cache_read_input_tokens", 0) or 0
         created = getattr(usage, "cache_creation_input_tokens", 0) or 0

@@ -116,6 +116,13 @@ class PrefillPlanner:
         """Whether a prefill request is outstanding."""
         return self._in_flight
 
+    def blocked(self, stable_words: int, now: float) -> Skip | None:
+        """The cheap rules alone (no prompt size): why a prefill cannot go now, or None.
+
+        Lets a caller skip rendering the prompt when a prefill could not go anyway.
+        """
+        return self._why_not(stable_words, self.config.min_prompt_tokens, now)
+
     def decide(self, stable_words: int, prompt_tokens: int, now: float) -> Skip | None:
         """Whether a stable update should start a prefill.
 
@@ -171,7 +178,8 @@ class PrefillPlanner:
             return
         account.prefill_failures += 1
         self._failures += 1
-        pause = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (self._failures - 1))
+        exponent = min(self._failures - 1, 30)  # no overflow however long the outage
+        pause = min(self.config.max_backoff_s, self.config.backoff_s * 2**exponent)
         self._blocked_until = now + pause
 
     def caller_silent(self) -> None:

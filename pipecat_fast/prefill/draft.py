@@ -147,7 +147,16 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
         await self._draft_inner.handle_user_turn_started()
 
     async def handle_user_turn_stopped(self):
-        """The turn ended (by any strategy or the watchdog)."""
+        """The turn ended (by any strategy or the watchdog).
+
+        A draft still held here was never confirmed by the wrapped strategy (the turn ended
+        by the controller's stop watchdog, another stop strategy, or the session ending):
+        it is withdrawn before the turn-end broadcast can release it, and the normal request
+        answers the turn.
+        """
+        if self._draft_text is not None:
+            await self._withdraw("the turn ended without the wrapped strategy confirming it")
+            await self._settle(reused=False)
         await self._draft_inner.handle_user_turn_stopped()
         self._forget_turn()
 
@@ -233,6 +242,13 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
     async def _on_inner_stopped(self, _inner, params: UserTurnStoppedParams):
         """The wrapped strategy confirmed the turn."""
         reused = self._draft_text is not None and self._matches(self._draft_text)
+        await self._settle(reused)
+        params.confirms_speculation = params.confirms_speculation or reused
+        self._draft_text = None
+        await self._call_event_handler("on_user_turn_stopped", params)
+
+    async def _settle(self, reused: bool) -> None:
+        """Record the turn's outcome and tell the TTFA meter."""
         outcome = "reused" if reused else ("discarded" if self._draft_count else "none")
         self.outcomes.append(outcome)
         # Frame-side listeners are attached to the wrapped strategy, so push through it.
@@ -245,6 +261,3 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 }
             )
         )
-        params.confirms_speculation = params.confirms_speculation or reused
-        self._draft_text = None
-        await self._call_event_handler("on_user_turn_stopped", params)

@@ -7,7 +7,8 @@ aggregator::
     transport.input(), stt, TwoUpdateStabilizer(), user_aggregator,
     SpeculativePrefill(llm, context=context), llm, tts, transport.output(), assistant_aggregator
 
-Every frame passes through unchanged and is never delayed: prefills run in their own task.
+Every frame passes through unchanged: prefills run in their own task, and only sizing a prefill
+against the provider's minimum (hosted APIs) renders the context once per turn.
 Nothing speculative is spoken (a prefill asks for one token and its reply is discarded) and
 nothing enters the conversation context. Failures are logged and backed off; the real request
 always runs as stock Pipecat would send it.
@@ -35,6 +36,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip, TurnAccount
 from pipecat_fast.stabilizer.frames import StableTranscriptFrame
+from pipecat_fast.tokens import count_tokens
 from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
 
 
@@ -80,6 +82,8 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_task: asyncio.Task | None = None
         self._prefill_turn: int | None = None
         self._prefill_warned_minimum = False
+        self._prefill_static: tuple[int, int] | None = None
+        self._prefill_static_tokens = 0
         self.turns: list[TurnAccount] = []
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
@@ -101,9 +105,12 @@ class SpeculativePrefill(FrameProcessor):
             await self._cancel_prefill()
 
     async def cleanup(self):
-        """Cancel a prefill still in flight (no leaked task)."""
+        """Cancel a prefill still in flight (no leaked task); close the last turn's account."""
         await super().cleanup()
         await self._cancel_prefill()
+        if self._prefill_turn is not None:
+            self.turns.append(self._prefill_planner.end_turn())
+            self._prefill_turn = None
 
     async def _on_stable(self, frame: StableTranscriptFrame) -> None:
         planner = self._prefill_planner
@@ -113,10 +120,18 @@ class SpeculativePrefill(FrameProcessor):
             self._prefill_turn = frame.turn
         if not frame.text.strip() or frame.word_count <= 0:
             return
-        tokens = 0
-        if planner.config.min_prompt_tokens > 0:
-            tokens = await self._prefill_backend.estimate_tokens(self._prefill_context, frame.text)
-        reason = planner.decide(frame.word_count, tokens, time.monotonic())
+        now = time.monotonic()
+        if planner.blocked(frame.word_count, now) is not None:
+            planner.decide(frame.word_count, planner.config.min_prompt_tokens, now)  # counts it
+            return
+        tokens = planner.config.min_prompt_tokens
+        if tokens > 0:
+            try:
+                tokens = await self._estimate_tokens(frame.text)
+            except Exception as e:  # fail open: no prefill this time, the stock path runs
+                logger.warning(f"{self}: could not size the prefill ({type(e).__name__}: {e})")
+                return
+        reason = planner.decide(frame.word_count, tokens, now)
         if reason is Skip.BELOW_MINIMUM and not self._prefill_warned_minimum:
             self._prefill_warned_minimum = True
             logger.info(
@@ -128,6 +143,16 @@ class SpeculativePrefill(FrameProcessor):
             self._prefill_task = self.create_task(
                 self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
             )
+
+    async def _estimate_tokens(self, user_text: str) -> int:
+        """Prompt size of a prefill: the context's part is rendered once per context state."""
+        context = self._prefill_context
+        key = (len(context.get_messages()), id(context.tools))
+        if self._prefill_static != key:
+            base = await self._prefill_backend.estimate_tokens(context, "")
+            self._prefill_static = key
+            self._prefill_static_tokens = base
+        return self._prefill_static_tokens + count_tokens(user_text)
 
     async def _run_prefill(self, text: str, account: TurnAccount) -> None:
         planner = self._prefill_planner

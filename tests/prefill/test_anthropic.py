@@ -62,4 +62,9 @@ def test_backend_is_picked_by_provider():
     hosted = OpenAILLMService(api_key="k", settings=OpenAILLMService.Settings(model="gpt-4.1"))
     assert backend_for(hosted).min_prompt_tokens == 1024
     assert backend_for(openai).min_prompt_tokens == 0
-    assert backend_for(anthropic).min_prompt_tokens >= 512
+    # Prompt caching off: the real request would never read what a prefill writes.
+    assert backend_for(anthropic).min_prompt_tokens > 10**9
+    cached = AnthropicLLMService(
+        api_key="k", settings=AnthropicLLMService.Settings(model="m", enable_prompt_caching=True)
+    )
+    assert 512 <= backend_for(cached).min_prompt_tokens <= 4096

@@ -161,6 +161,37 @@ async def test_a_draft_that_wants_a_tool_call_never_runs_it():
     assert before == [] and BOOKED in after
 
 
+async def test_a_draft_the_wrapped_strategy_never_confirms_is_withdrawn_not_spoken():
+    """The turn is ended by the controller's stop watchdog, not by the wrapped strategy."""
+    replies = [("I want to book", OTHER)]
+    async with OpenAIEmulator(FAST, replies=replies) as emulator:
+        context = LLMContext()
+        # A wrapped strategy that never fires (its timeout is far away): only the watchdog
+        # ends this turn.
+        draft = DraftAndHoldUserTurnStopStrategy(
+            SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=60.0)
+        )
+        llm = OpenAILLMService(
+            api_key="k", base_url=emulator.base_url, settings=OpenAILLMService.Settings(model="m")
+        )
+        strategies = UserTurnStrategies(start=[VADUserTurnStartStrategy()], stop=[draft])
+        pair = LLMContextAggregatorPair(
+            context,
+            user_params=LLMUserAggregatorParams(
+                user_turn_strategies=strategies, user_turn_stop_timeout=0.8
+            ),
+        )
+        recorder = Recorder()
+        pipeline = Pipeline([pair.user(), llm, recorder, pair.assistant()])
+        await run_test(pipeline, frames_to_send=[*speech("I want to book"), *silence(2.0)])
+    assert draft.outcomes == ["discarded"]
+    before, after = texts_after_confirmation(recorder.seen)
+    assert before == []
+    # The normal request answered the turn; the draft's copy of the reply was not spoken too.
+    assert after == OTHER
+    assert len(emulator.requests) == 2
+
+
 @pytest.mark.parametrize("text", ["", "   "])
 async def test_no_words_no_draft(text):
     async with OpenAIEmulator(FAST) as emulator:
@@ -171,3 +202,5 @@ async def test_no_words_no_draft(text):
         pipeline, llm = pipeline_for(emulator, draft, context)
         await run_test(pipeline, frames_to_send=[*speech(text or None), *silence(0.6)])
     assert draft.outcomes in ([], ["none"])  # whatever the stock path did, nothing was drafted
+    if not text:
+        assert emulator.requests == []  # no words at all: no request of any kind

@@ -108,7 +108,8 @@ async def test_never_two_in_flight_and_none_after_silence():
         frames += [SleepFrame(0.5)]
         prefill, _, _ = await run(emulator, frames, context, config=PrefillConfig(min_new_words=2))
     assert len(emulator.requests) == 1
-    assert prefill._prefill_task is None  # cancelled at the end of the session, not leaked
+    leftovers = [t for t in asyncio.all_tasks() if "prefill" in t.get_name() and not t.done()]
+    assert leftovers == []  # cancelled at the end of the session, not leaked
 
 
 async def test_session_ending_with_a_prefill_in_flight_cancels_it():
@@ -116,7 +117,6 @@ async def test_session_ending_with_a_prefill_in_flight_cancels_it():
         context = LLMContext()
         prefill, _, _ = await run(emulator, [stable("I would like"), SleepFrame(0.5)], context)
         await asyncio.sleep(0.05)
-    assert prefill._prefill_task is None
     assert len(emulator.requests) == 1
     leftovers = [t for t in asyncio.all_tasks() if "prefill" in t.get_name() and not t.done()]
     assert leftovers == []
@@ -124,14 +124,14 @@ async def test_session_ending_with_a_prefill_in_flight_cancels_it():
 
 async def test_provider_errors_are_logged_backed_off_and_never_reach_the_pipeline():
     async with OpenAIEmulator(FAST) as emulator:
-        emulator.fail_next(429, count=3)  # the SDK retries twice: one failed prefill
+        emulator.fail_next(429)  # prefills do not retry: one failed prefill
         context = LLMContext()
         frames = [stable("I would"), SleepFrame(2.0), stable("I would like to"), SleepFrame(0.1)]
         prefill, down, up = await run(
             emulator, frames + real_turn(context), context, config=PrefillConfig(backoff_s=30.0)
         )
     assert not [f for f in up + down if isinstance(f, ErrorFrame)]
-    assert prefill._prefill_planner.turn.prefill_failures == 1
+    assert prefill.turns[-1].prefill_failures == 1  # the closed turn's account
     # Backing off: the second stable update sent nothing; the real request still ran.
     assert [r.max_tokens for r in emulator.requests if r.status == 200] == [None]
     assert "".join(f.text for f in down if isinstance(f, LLMTextFrame))
@@ -170,3 +170,24 @@ async def test_prefill_never_touches_the_real_context():
 def test_backend_rejects_a_non_openai_service():
     with pytest.raises(TypeError):
         OpenAIPrefill(object())
+
+
+class BrokenBackend:
+    """A backend whose sizing fails: the lever must fail open."""
+
+    min_prompt_tokens = 1024
+
+    async def estimate_tokens(self, context, user_text):
+        raise RuntimeError("tokenizer exploded")
+
+    async def prefill(self, context, user_text):
+        raise AssertionError("must not be called")
+
+
+async def test_a_failing_size_estimate_skips_the_prefill_and_passes_every_frame():
+    context = LLMContext()
+    prefill = SpeculativePrefill(backend=BrokenBackend(), context=context)
+    sent = [stable("I would like to book"), InterruptionFrame()]
+    down, up = await run_test(prefill, frames_to_send=sent)
+    assert [type(f).__name__ for f in down] == ["StableTranscriptFrame", "InterruptionFrame"]
+    assert not [f for f in up if isinstance(f, ErrorFrame)]
