@@ -17,15 +17,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from functools import partial
 
 from loguru import logger
 from pipecat.frames.frames import (
-    AggregatedTextFrame,
     CancelFrame,
+    DataFrame,
     EndFrame,
     Frame,
-    LLMTextFrame,
     StartFrame,
 )
 from pipecat.processors.aggregators.llm_text_processor import LLMTextProcessor
@@ -170,7 +170,6 @@ class FastTextProcessor(LLMTextProcessor):
         self._pf_aggregator = agg
         self._pf_stall_s = stall_flush_s or agg.segmenter.config.stall_flush_s
         self._pf_stall_task: asyncio.Task | None = None
-        self._pf_skip_tts: bool | None = None
 
     @property
     def aggregator(self) -> FastTextAggregator:
@@ -178,9 +177,12 @@ class FastTextProcessor(LLMTextProcessor):
         return self._pf_aggregator
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
-        """Track the LLM's skip_tts and run the stall timer around the stock processing."""
-        if isinstance(frame, LLMTextFrame):
-            self._pf_skip_tts = frame.skip_tts
+        """Stock processing, the stall ticks in order with the other frames, and the timer."""
+        if isinstance(frame, _StallTick):
+            # In the processor's own queue, after whatever text arrived before it: an
+            # interruption or the end of the reply already flushed or dropped that text.
+            await self._pf_release_stalled()
+            return
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame) and self._pf_stall_s and not self._pf_stall_task:
             self._pf_stall_task = self.create_task(self._pf_stall_loop(), name="pf_stall")
@@ -201,13 +203,21 @@ class FastTextProcessor(LLMTextProcessor):
         period = max(0.01, float(self._pf_stall_s or 1.0) / 4)
         while True:
             await asyncio.sleep(period)
-            for aggregation in self._pf_aggregator.poll():
-                frame = AggregatedTextFrame(
-                    text=aggregation.text, text_type=aggregation.type, raw_text=aggregation.text
-                )
+            await self.queue_frame(_StallTick())
+
+    async def _pf_release_stalled(self) -> None:
+        """Push what the segmenter releases for a stalled reply, through the text transforms."""
+        for aggregation in self._pf_aggregator.poll():
+            frame = await self._aggregated_text_frame(aggregation)
+            if frame is not None:
                 frame.append_to_context = True
-                frame.skip_tts = self._pf_skip_tts
+                frame.skip_tts = self._skip_tts
                 await self.push_frame(frame)
+
+
+@dataclass
+class _StallTick(DataFrame):
+    """Queued by the stall timer: release what a stalled reply holds (never leaves)."""
 
 
 def make_text_processor(

@@ -182,6 +182,17 @@ async def test_stall_timer_releases_a_pending_sentence_while_the_reply_stalls():
     assert order(down) == ["Let me check.", "<resume>", "Found it."]
 
 
+async def test_stall_flushed_chunks_go_through_the_text_transforms_too():
+    async def shout(text: str, text_type) -> str:
+        return text.upper()
+
+    proc = make_text_processor(
+        first_phrase=False, stall_flush_s=0.05, text_transforms=[(TextType.SENTENCE, shout)]
+    )
+    down, _ = await run_test(proc, frames_to_send=stalled_reply())
+    assert order(down) == ["LET ME CHECK.", "<resume>", "FOUND IT."]
+
+
 async def test_without_stall_timer_the_sentence_waits_for_lookahead():
     down, _ = await run_test(
         make_text_processor(first_phrase=False), frames_to_send=stalled_reply()
