@@ -1,22 +1,28 @@
-"""Transcript normalisation shared by the levers: case- and punctuation-insensitive words."""
+"""Transcript normalisation shared by the levers: case- and punctuation-insensitive words.
+
+The same rule as Pipecat's ``NormalizedMatch`` (which draft-and-hold uses to compare a draft
+with the final transcript): Unicode NFKC, case folded, apostrophes dropped (``don't`` ->
+``dont``, so an STT that drops them still matches), every other punctuation mark or symbol a
+word break, whitespace collapsed. Letters and marks of every script are kept.
+"""
 
 from __future__ import annotations
 
+import unicodedata
+
 import regex
 
-_PUNCT = regex.compile(r"[\p{P}\p{S}]+")
-
-
-def normalize_words(text: str) -> list[str]:
-    """Words of ``text`` with case folded and punctuation and symbols removed.
-
-    ``"Yes, I want to book it."`` and ``"yes i want to book it"`` give the same list.
-    Punctuation inside a word joins its parts (``"don't"`` -> ``"dont"``), so an STT that
-    drops apostrophes still matches.
-    """
-    return [w for w in (_PUNCT.sub("", w) for w in text.casefold().split()) if w]
+_APOSTROPHES = regex.compile(r"['\u2019\u02bc]")
+_BREAKS = regex.compile(r"[\p{P}\p{S}]+")
 
 
 def normalize(text: str) -> str:
-    """``normalize_words`` joined by single spaces."""
-    return " ".join(normalize_words(text))
+    """``"Yes, I want to book it."`` and ``"yes i want to book it"`` both give the latter."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _APOSTROPHES.sub("", text)
+    return " ".join(_BREAKS.sub(" ", text).split())
+
+
+def normalize_words(text: str) -> list[str]:
+    """The words of :func:`normalize`."""
+    return normalize(text).split()

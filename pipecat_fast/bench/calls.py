@@ -39,7 +39,6 @@ Every problem with a call script, its prompt, its tools or its audio raises
 from __future__ import annotations
 
 import json
-import unicodedata
 import wave
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,9 +46,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import regex
-
 from pipecat_fast.bench.knowledge import render_knowledge
+from pipecat_fast.textnorm import normalize
 
 if TYPE_CHECKING:
     from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
@@ -316,15 +314,12 @@ def read_pcm(path: Path | str) -> tuple[bytes, int]:
 
 
 def normalize_user_text(text: str) -> str:
-    """The key :func:`reply_table` uses: case-, punctuation- and spacing-insensitive.
+    """The key :func:`reply_table` uses: :func:`pipecat_fast.textnorm.normalize`.
 
-    NFKC, casefold, apostrophes dropped (``don't`` -> ``dont``), other punctuation turned into
-    spaces, whitespace collapsed. Letters and marks of every script are kept.
+    The LLM emulator looks replies up with the same function, so a collision this table
+    rejects is exactly one the emulator would have made.
     """
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = regex.sub(r"['\u2019\u02bc]", "", text)
-    text = regex.sub(r"\p{P}+", " ", text)
-    return " ".join(text.split())
+    return normalize(text)
 
 
 def reply_table(calls: Iterable[CallScript]) -> dict[str, str]:

@@ -100,9 +100,9 @@ class CacheBustGuard(BaseObserver):
         **kwargs: Any,
     ) -> None:
         super().__init__(observe_every_push=False, **kwargs)
-        minimum = prefix_minimum(provider, model)
         if minimum_tokens is None:
-            minimum_tokens = minimum.tokens if minimum is not None else 1024
+            # No provider given: OpenAI's documented floor, from the same table.
+            minimum_tokens = prefix_minimum(provider or "openai", model).tokens
         self._cbg_minimum = minimum_tokens
         self._cbg_after_turns = after_turns
         self._cbg_llm = llm

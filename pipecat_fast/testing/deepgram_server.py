@@ -79,9 +79,13 @@ class ScriptedUtterance:
 
 @dataclass
 class SentResult:
-    """A result the emulator sent (for tests and bench accounting)."""
+    """A result the emulator sent (for tests and bench accounting).
 
-    sent_at: float
+    ``queued_at`` is when the result was decided (s, epoch); it goes out ``stt_final_ms``
+    (or the interim processing time) plus RTT later.
+    """
+
+    queued_at: float
     audio_time_s: float
     is_final: bool
     transcript: str

@@ -100,6 +100,7 @@ class PrefixCache:
         """
         self.stats.lookups += 1
         best = 0
+        hits = []
         for position, key in self._keys(namespace, tokens, checkpoints):
             expires = self._entries.get(key)
             if expires is not None and expires <= now:
@@ -110,9 +111,9 @@ class PrefixCache:
                 if contiguous:
                     break
                 continue
-            self._entries[key] = now + self.ttl_s
-            self._entries.move_to_end(key)
+            hits.append(key)
             best = position
+        self._touch(hits, now)
         if best < self.min_tokens:
             return 0
         self.stats.hits += 1
@@ -142,20 +143,31 @@ class PrefixCache:
             return 0
         written = 0
         previous = 0
+        keys = []
         for position, key in self._keys(namespace, tokens, checkpoints):
             if position < self.min_tokens and checkpoints is not None:
                 previous = position
                 continue
             if key not in self._entries or self._entries[key] <= now:
                 written += position - previous
-            self._entries[key] = now + self.ttl_s
-            self._entries.move_to_end(key)
+            keys.append(key)
             previous = position
+        self._touch(keys, now)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
             self.stats.evictions += 1
         self.stats.written_tokens += written
         return written
+
+    def _touch(self, keys: list[tuple[str, int, bytes]], now: float) -> None:
+        """Refresh entries, deepest first, so a prefix's root is the most recently used.
+
+        LRU then evicts the deepest checkpoints first, as serving engines evict leaves: a
+        root evicted first would invalidate every deeper block while they kept their space.
+        """
+        for key in reversed(keys):
+            self._entries[key] = now + self.ttl_s
+            self._entries.move_to_end(key)
 
     def _keys(
         self, namespace: str, tokens: Sequence[int], checkpoints: Iterable[int] | None

@@ -68,7 +68,9 @@ class TurnRecord:
         user_stopped_at: When the caller actually stopped speaking (s, epoch).
         marks: Mark name to time reached (s, epoch); see :data:`MARKS`.
         prompt_tokens: Prompt tokens of the LLM request that answered the turn, from
-            Pipecat's ``LLMTokenUsage``; None when not reported.
+            Pipecat's ``LLMTokenUsage`` as the service reports them (OpenAI: including the
+            cached ones; Anthropic: Pipecat adds the cache reads and writes back in); None
+            when not reported (e.g. llama-cpp-python's streamed replies carry no usage).
         cached_tokens: Prompt tokens read from the provider's prefix cache
             (``LLMTokenUsage.cache_read_input_tokens``); None when not reported.
         extra: Lever-specific accounting (e.g. speculation outcome), JSON-serializable.

@@ -173,6 +173,8 @@ class TTFAObserver(BaseObserver):
         if self._ttfa_open is not None and "turn_confirmed" in self._ttfa_open.marks:
             self.unanswered.append(self._ttfa_open)
             self._ttfa_turn_index += 1
+            # A final from before an unanswered turn must not mark the next one.
+            self._ttfa_final_at = None
         self._ttfa_open = None
 
     def _on_user_stopped(self, frame: VADUserStoppedSpeakingFrame) -> None:

@@ -51,10 +51,11 @@ def test_lru_eviction_drops_the_least_recently_used_prefix():
     cache.insert("m", a, now=0.0)
     cache.insert("m", b, now=1.0)
     assert cache.lookup("m", a, now=2.0) == 2944  # a is now most recently used
-    c = list(range(20_000, 20_128))  # one more block evicts b's oldest block
+    c = list(range(20_000, 20_128))  # one more block evicts one block of b
     cache.insert("m", c, now=3.0)
     assert cache.lookup("m", a, now=4.0) == 2944
-    assert cache.lookup("m", b, now=4.0) == 0  # its first block is gone, so all of it is
+    # Leaves go first, as in serving engines: b loses its deepest block, not its root.
+    assert cache.lookup("m", b, now=4.0) == 2816
     assert cache.stats.evictions == 1
 
 
