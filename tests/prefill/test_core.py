@@ -4,16 +4,21 @@ from hypothesis import strategies as st
 from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip
 
 
-def test_sends_after_enough_new_stable_words_and_one_at_a_time():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=2))
-    assert planner.decide(1, 5000, now=0.0) is Skip.TOO_FEW_NEW_WORDS
-    assert planner.decide(2, 5000, now=0.0) is None
+def test_first_prefill_early_then_one_per_n_new_words_and_one_at_a_time():
+    planner = PrefillPlanner(PrefillConfig(first_words=1, min_new_words=2))
+    assert planner.decide(0, 5000, now=0.0) is Skip.TOO_FEW_NEW_WORDS
+    assert planner.decide(1, 5000, now=0.0) is None  # the first one carries the context
     assert planner.decide(5, 5000, now=0.1) is Skip.IN_FLIGHT
     planner.finished(True, now=0.2, prompt_tokens=5000, cached_tokens=4900)
-    assert planner.decide(3, 5000, now=0.3) is Skip.TOO_FEW_NEW_WORDS  # only 1 new since 2
-    assert planner.decide(4, 5000, now=0.3) is None
+    assert planner.decide(2, 5000, now=0.3) is Skip.TOO_FEW_NEW_WORDS  # only 1 new since 1
+    assert planner.decide(3, 5000, now=0.3) is None
     assert planner.turn.prefills == 2
     assert planner.turn.prefill_computed_tokens == 100
+
+
+def test_defaults_are_the_bench_choice():
+    config = PrefillConfig()
+    assert (config.first_words, config.min_new_words) == (1, 4)
 
 
 def test_no_new_prefill_once_the_caller_is_silent_until_they_speak_again():

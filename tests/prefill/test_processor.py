@@ -69,11 +69,11 @@ async def test_prefill_warms_the_cache_for_the_real_request():
         frames = [
             stable("I would"),
             SleepFrame(0.5),
-            stable("I would like to book"),
+            stable("I would like to book a cleaning"),
             SleepFrame(0.5),
         ]
         prefill, down, _ = await run(emulator, frames + real_turn(context), context)
-        prefills = [r for r in emulator.requests if r.max_tokens == 1]
+        prefills = [r for r in emulator.requests if r.max_tokens == 1]  # 2 words, then 4 more
         [real] = [r for r in emulator.requests if r.max_tokens != 1]
     assert len(prefills) == 2
     assert all(not r.stream for r in prefills)
