@@ -38,10 +38,13 @@ async def test_one_short_call_end_to_end_measures_every_turn_and_stage():
     assert result.turns[0].cached_tokens == 0
     assert result.turns[1].cached_tokens > 3000
     assert result.turns[1].prompt_tokens > result.turns[0].prompt_tokens
-    # The STT emulator transcribed exactly the scripted utterances, the LLM answered each.
+    # The STT emulator transcribed exactly the scripted utterances, the LLM answered each. A
+    # Finalize at a mid-utterance VAD stop may cut one utterance into two finals, as on Deepgram.
     finals = [r.transcript for r in stack.stt.results if r.is_final and r.transcript]
-    assert finals == [u.text for u in call.stt_script]
-    assert len(stack.llm.requests) == 2
+    assert " ".join(finals) == " ".join(u.text for u in call.stt_script)
+    # On a loaded machine the turn detector may end a turn at a mid-utterance pause; the caller
+    # resuming cancels that request, so only the answered ones run to the end.
+    assert len([r for r in stack.llm.requests if not r.cancelled]) == 2
 
 
 @pytest.mark.slow

@@ -125,13 +125,16 @@ async def test_final_transcript_that_differs_discards_the_draft_and_runs_the_nor
         stable = StableTranscriptFrame(
             text="I want to book", word_count=4, new_words=4, retracted=0, final=False, turn=0
         )
-        frames = [*speech(), stable, VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.1)]
+        frames = [*speech(), stable, VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
         frames += [TranscriptionFrame("I want to book a table.", "caller", "t"), SleepFrame(1.2)]
         await run_test(pipeline, frames_to_send=frames)
-    before, after = texts_after_confirmation(llm.recorder.seen)
-    assert before == [] and after == BOOKED
-    assert len(emulator.requests) == 2
     assert draft.outcomes == ["discarded"]
+    before, after = texts_after_confirmation(llm.recorder.seen)
+    # BOOKED is the emulator's reply to the final transcript only: the normal request ran.
+    assert before == [] and after == BOOKED
+    # The draft's own request reaches the server unless a loaded machine delays it past its
+    # cancellation; either way it is one request at most.
+    assert len(emulator.requests) in (1, 2)
 
 
 async def test_a_draft_that_wants_a_tool_call_never_runs_it():
