@@ -302,6 +302,17 @@ class BoundaryDecisions:
                 if marker is not None and _opens_list(marker):
                     return yes
         if m.islower():
+            if run == "." and not ellipsis and q == r and mark_end == j:
+                # "δούλευε κανένας. το κόστος": a sentence that opens in lowercase after a
+                # full word that no abbreviation list knows. Shorter words stay joined:
+                # "bałt. jest", "наук. значення" are abbreviations nobody listed.
+                left = R.word_before(buf, i)
+                if R.is_plain_word(left, rules):
+                    word, complete = R.word_after(buf, r)
+                    if not complete and not final:
+                        return NEED
+                    if len(word) >= 2 and word.isalpha():
+                        return yes
             return no
         if ellipsis:
             if m == "I" and rules.code == "en":

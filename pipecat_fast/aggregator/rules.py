@@ -206,6 +206,24 @@ def abbreviation_kind(word: str, rules: LanguageRules) -> str | None:
     return None
 
 
+PLAIN_WORD_MIN_LETTERS = 5
+"""Shortest word whose period ends a sentence before a lowercase word (4-letter abbreviations such
+as ``bałt.``, ``наук.``, ``град.`` occur in the shared SBD suites; 5 loses none of them)."""
+
+
+def is_plain_word(word: str, rules: LanguageRules) -> bool:
+    """A lowercase word of at least ``PLAIN_WORD_MIN_LETTERS`` letters that is no abbreviation.
+
+    ``is_plain_word("κανένας", el) is True``; ``"approx"``, ``"U.S"`` and ``"Paris"`` are not.
+    """
+    return (
+        len(word) >= PLAIN_WORD_MIN_LETTERS
+        and word.isalpha()
+        and word.islower()
+        and abbreviation_kind(word, rules) is None
+    )
+
+
 def _single_grapheme(word: str) -> bool:
     return len(word) == 1 or (len(word) <= 8 and sum(1 for _ in regex.finditer(r"\X", word)) == 1)
 

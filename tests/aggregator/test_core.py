@@ -86,6 +86,43 @@ def test_abbreviations_and_initials(text, expected):
     assert_chunks(text, expected)
 
 
+@pytest.mark.parametrize(
+    "text, expected, lang",
+    [
+        # pySBD golden rule el/0 (also in sentencex): a sentence opening in lowercase.
+        (
+            "Τις Κυριακές δε δούλευε κανένας. το κόστος ήταν £260.950,00.",
+            ["Τις Κυριακές δε δούλευε κανένας. ", "το κόστος ήταν £260.950,00."],
+            "el",
+        ),
+        (
+            "The room is ready. the keys are at the desk.",
+            ["The room is ready. ", "the keys are at the desk."],
+            "en",
+        ),
+        # Short unlisted abbreviations stay joined (pySBD pl, sentencex uk).
+        ("To słowo bałt. jest skrótem.", ["To słowo bałt. jest skrótem."], "pl"),
+        ("Це дослідження має наук. значення.", ["Це дослідження має наук. значення."], "uk"),
+        # Listed abbreviations, capitalised words and a closing bracket stay joined too.
+        ("It costs approx. ten euros.", ["It costs approx. ten euros."], "en"),
+        ("We met in Paris. the next day too.", ["We met in Paris. the next day too."], "en"),
+        (
+            "He taught (he was an engineer.) at school.",
+            ["He taught (he was an engineer.) at school."],
+            "en",
+        ),
+    ],
+)
+def test_lowercase_sentence_start_after_a_full_word(text, expected, lang):
+    assert_chunks(text, expected, language=lang)
+
+
+def test_lowercase_start_waits_for_the_whole_next_word_only_after_a_full_word():
+    seg = StreamSegmenter(SegmenterConfig(first_phrase=False))
+    assert seg.push("It is ready. t") == []  # "t" could still be a one-letter list marker
+    assert [c.text for c in seg.push("he keys")] == ["It is ready. "]
+
+
 def test_decimal_and_price_split_across_tokens_is_not_a_boundary():
     assert texts(
         ["It costs $29", ".", "99", " today", ".", " Pi", " is", " 3", ".", "14", "."]
