@@ -197,10 +197,13 @@ class PrefillPlanner:
         self._silent = False
 
     def end_turn(self) -> TurnAccount:
-        """Close the turn: no more prefills for it; returns its account and starts a new one."""
+        """Close the turn: no more prefills for it; returns its account and starts a new one.
+
+        The VAD state carries over: a short reply ("Yes") can reach the stabiliser only with its
+        final, after the VAD stop, and must not send a prefill then.
+        """
         account, self.turn = self.turn, TurnAccount()
         self._turn_over = False
-        self._silent = False
         self._sent_words = 0
         return account
 

@@ -63,6 +63,18 @@ def test_a_confirmed_turn_sends_nothing_more_and_a_new_turn_starts_fresh():
     assert planner.decide(1, 0, now=0.3) is None  # counts from zero again
 
 
+def test_a_new_turn_whose_first_words_come_after_the_vad_stop_sends_nothing():
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1))
+    assert planner.decide(2, 0, now=0.0) is None
+    planner.finished(True, now=0.1)
+    planner.caller_silent()
+    planner.stop_turn()
+    planner.end_turn()  # "Yes": the next turn's first stable word arrives with its final
+    assert planner.decide(1, 0, now=1.0) is Skip.SILENCE
+    planner.caller_speaking()
+    assert planner.decide(1, 0, now=1.1) is None
+
+
 def test_late_usage_lands_in_the_turn_that_sent_the_prefill():
     planner = PrefillPlanner(PrefillConfig(min_new_words=1))
     assert planner.decide(2, 0, now=0.0) is None

@@ -9,6 +9,7 @@ from pipecat.frames.frames import (
     LLMContextFrame,
     LLMTextFrame,
     UserStoppedSpeakingFrame,
+    VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
@@ -110,6 +111,20 @@ async def test_never_two_in_flight_and_none_after_silence():
     assert len(emulator.requests) == 1
     leftovers = [t for t in asyncio.all_tasks() if "prefill" in t.get_name() and not t.done()]
     assert leftovers == []  # cancelled at the end of the session, not leaked
+
+
+async def test_a_short_next_turn_stable_only_after_the_vad_stop_sends_no_prefill():
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        frames = [VADUserStartedSpeakingFrame(), stable("hello there", turn=0), SleepFrame(0.3)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), UserStoppedSpeakingFrame()]
+        # Turn 1 is a short "Yes": the stabiliser passes it on only with the final.
+        frames += [SleepFrame(0.1), VADUserStartedSpeakingFrame(), SleepFrame(0.05)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.05)]
+        frames += [stable("Yes", turn=1), SleepFrame(0.3)]
+        prefill, _, _ = await run(emulator, frames, context)
+    assert len([r for r in emulator.requests if r.max_tokens == 1]) == 1  # turn 0's only
+    assert prefill.turns[-1].skipped == {"silence": 1}
 
 
 async def test_session_ending_with_a_prefill_in_flight_cancels_it():
