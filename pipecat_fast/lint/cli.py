@@ -119,6 +119,9 @@ def _run_diff(args: argparse.Namespace, table: dict | None, out, err) -> int:
     for p in args.diff:
         try:
             texts.append(read_input(p, args.max_bytes)[0])
+        except FileNotFoundError:
+            print(f"pipecat-fast lint: no such file: {p}", file=err)
+            return EXIT_USAGE
         except (OSError, ValueError) as e:
             print(f"pipecat-fast lint: {p}: {e}", file=err)
             return EXIT_UNLINTED

@@ -10,12 +10,16 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loguru import logger
+
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Severity
+from pipecat_fast.lint.minimums import prefix_minimum
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
 from pipecat_fast.lint.textmap import TextMap
@@ -106,6 +110,8 @@ def iter_paths(paths: list[str]) -> Iterator[str]:
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
                 for name in sorted(files):
                     full = Path(root) / name
+                    if not full.is_file():  # FIFOs, sockets, dangling links
+                        continue
                     # The scanned folder's own name counts: `lint prompts/` takes its .md files.
                     if _wanted_in_folder(Path(path.resolve().name) / full.relative_to(path)):
                         yield str(full)
@@ -216,6 +222,9 @@ def lint_json(
     """
     try:
         data = json.loads(raw)
+        tools: list = []
+        systems: list[str] = []
+        _collect_json(data, tools, systems)
     except json.JSONDecodeError as e:
         return [
             Finding(
@@ -226,9 +235,9 @@ def lint_json(
                 col=e.colno,
             )
         ]
-    tools: list = []
-    systems: list[str] = []
-    _collect_json(data, tools, systems)
+    except RecursionError:
+        message = "JSON nested too deeply, not linted"
+        return [Finding(rule="CB901", severity=Severity.WARNING, message=message)]
     tools_text = json.dumps(tools, ensure_ascii=False) if tools else ""
     combined = "\n\n".join(p for p in (tools_text, *systems) if p)
     findings = lint_prompt(
@@ -242,6 +251,13 @@ def lint_json(
         else:
             f.line, f.col = 1, 1
     return findings
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # let the read report why it fails
 
 
 def kind_of(path: str) -> str:
@@ -283,6 +299,7 @@ def lint_path(
     Raises:
         ValueError: If ``provider`` is unknown (a usage error, not bad content).
     """
+    prefix_minimum(provider, model, table)  # an unknown provider is a usage error: raise it
     kind = "text" if path == "-" else kind_of(path)
     report = FileReport(path=path, kind=kind)
 
@@ -291,6 +308,8 @@ def lint_path(
         report.findings.append(Finding(rule="CB901", severity=severity, message=message, path=path))
         return report
 
+    if path != "-" and not _is_regular(path):
+        return skip("not a regular file (a FIFO, socket or device would block or never end)")
     try:
         text, truncated = read_input(path, max_bytes, stdin)
     except (OSError, ValueError) as e:
@@ -299,16 +318,22 @@ def lint_path(
         return skip(f"larger than {max_bytes} bytes; Python is parsed whole, raise --max-bytes")
     if truncated and kind == "json":
         return skip(f"larger than {max_bytes} bytes; JSON is parsed whole, raise --max-bytes")
-    if kind == "python":
-        found = lint_python_source(
-            text, path, provider=provider, model=model, encoding=encoding, table=table
-        )
-    elif kind == "json":
-        found = lint_json(text, provider, model, rendered=rendered, encoding=encoding, table=table)
-    else:
-        found = lint_prompt(
-            text, provider, model, rendered=rendered, encoding=encoding, table=table
-        )
+    try:
+        if kind == "python":
+            found = lint_python_source(
+                text, path, provider=provider, model=model, encoding=encoding, table=table
+            )
+        elif kind == "json":
+            found = lint_json(
+                text, provider, model, rendered=rendered, encoding=encoding, table=table
+            )
+        else:
+            found = lint_prompt(
+                text, provider, model, rendered=rendered, encoding=encoding, table=table
+            )
+    except Exception as e:  # one file's bad luck never stops the run
+        logger.exception(f"lint: {path}: internal error")
+        return skip(f"internal error, not linted ({type(e).__name__}: {e}); please report it")
     for f in found:
         f.path = path
     report.findings = found

@@ -132,8 +132,11 @@ def lint_prompt(
         Findings sorted by character offset. Empty or whitespace-only text has none.
 
     Raises:
+        TypeError: If ``text`` is not a str.
         ValueError: If ``provider`` is not in the minimum-prefix table.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"lint_prompt takes the prompt as str, got {type(text).__name__}")
     minimum = prefix_minimum(provider, model, table)
     if not text.strip():
         return []

@@ -30,7 +30,7 @@ from pipecat_fast.lint.findings import (
     position_band,
     shorten,
 )
-from pipecat_fast.lint.minimums import prefix_minimum
+from pipecat_fast.lint.minimums import PrefixMinimum, prefix_minimum
 from pipecat_fast.lint.prompt import below_minimum_message
 from pipecat_fast.lint.py_classify import Classifier, Source
 from pipecat_fast.lint.py_index import ModuleIndex
@@ -293,6 +293,18 @@ def lint_python_source(
         ]
     except (ValueError, RecursionError, MemoryError) as e:
         return [Finding(rule="CB901", severity=Severity.WARNING, message=f"not linted: {e}")]
+    try:
+        return _lint_tree(tree, source, minimum, encoding)
+    except RecursionError:
+        # ast.parse takes deeper nesting than a recursive walk of the tree does: a prompt
+        # concatenated from hundreds of literals with `+`.
+        message = "expressions nested too deeply to analyse, not linted"
+        return [Finding(rule="CB901", severity=Severity.WARNING, message=message)]
+
+
+def _lint_tree(
+    tree: ast.Module, source: str, minimum: PrefixMinimum | None, encoding: str
+) -> list[Finding]:
     index = ModuleIndex(tree, source)
     classifier = Classifier(index)
     renderer = Renderer(index, classifier)

@@ -77,6 +77,8 @@ def test_fail_on_levels(files):
 def test_exit_2_on_usage_errors(files):
     code, _, err = run([str(files / "missing.txt")])
     assert code == cli.EXIT_USAGE and "no such file" in err
+    code, _, err = run(["--diff", str(files / "missing.txt"), str(files / "clean.txt")])
+    assert code == cli.EXIT_USAGE and "no such file" in err
     code, _, err = run([str(files / "clean.txt"), "--provider", "acme"])
     assert code == cli.EXIT_USAGE and "unknown provider" in err
     assert run([])[0] == cli.EXIT_USAGE
@@ -94,6 +96,29 @@ def test_exit_3_when_an_input_cannot_be_linted_and_others_still_are(files):
     )
     assert code == cli.EXIT_UNLINTED
     assert "3 file(s); 2 could not be linted" in out
+
+
+def test_deeply_nested_inputs_are_reported_and_the_others_still_linted(files):
+    # A prompt concatenated from 400 literals (a recursive walk of the tree runs out of
+    # stack) and JSON nested 100,000 deep: each is one unlinted input, never a traceback.
+    (files / "concat.py").write_text("system_prompt = " + " + ".join(['"a"'] * 400) + "\n")
+    (files / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    paths = [str(files / name) for name in ("concat.py", "deep.json", "clean.txt")]
+    code, out, _ = run(paths)
+    assert code == cli.EXIT_UNLINTED
+    assert "nested too deeply" in out and "3 file(s); 2 could not be linted" in out
+    code, out, _ = run([str(files / "deep.json"), str(files / "early.txt")])
+    assert code == cli.EXIT_FINDINGS and "CB101" in out
+
+
+def test_fifo_is_skipped_not_waited_on(files):
+    import os
+
+    os.mkfifo(files / "system_prompt.txt")
+    code, out, _ = run([str(files / "system_prompt.txt")])
+    assert code == cli.EXIT_UNLINTED and "not a regular file" in out
+    code, out, _ = run([str(files), "--format", "json"])  # a folder scan passes over it
+    assert "system_prompt.txt" not in out and code == cli.EXIT_FINDINGS
 
 
 def test_json_format(files):

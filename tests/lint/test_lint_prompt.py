@@ -227,3 +227,10 @@ def test_textmap_token_offsets_match_the_shared_token_counter(text, offset):
     tm = TextMap(text)
     assert tm.token_at(offset) == tokens.token_offset_at(text, offset)
     assert tm.token_count == tokens.count_tokens(text)
+
+
+def test_a_prompt_that_is_not_text_is_a_clear_error():
+    import pytest
+
+    with pytest.raises(TypeError, match="got NoneType"):
+        lint_prompt(None)
