@@ -21,6 +21,8 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+import regex
+
 from pipecat_fast.textnorm import normalize_words
 from pipecat_fast.tokens import DEFAULT_ENCODING, encode
 
@@ -32,12 +34,49 @@ MODES: tuple[str, ...] = ("auto", "whole", "segment")
 class Word:
     """One word of a hypothesis: its text as the STT spelled it and its comparison key.
 
-    ``raw`` keeps any punctuation-only tokens that followed the word (``"yes -"``), so
-    joining ``raw`` values with spaces gives back the STT's text.
+    ``raw`` keeps any punctuation-only tokens that followed the word (``"yes -"``); ``sep``
+    is what stood before it (a space, or nothing inside an unspaced script), so
+    :func:`join_words` gives back the STT's text.
     """
 
     raw: str
     key: str
+    sep: str = " "
+
+
+_UNSPACED = regex.compile(
+    r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}]"
+)
+
+
+def _units(token: str) -> list[str]:
+    """A whitespace token cut into comparable units.
+
+    Scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar, Tibetan)
+    have no word boundary to wait for, and an STT revises their last characters as it
+    revises a spaced script's last words: each of their grapheme clusters is a unit. Runs of
+    other graphemes (``iPhone`` inside Japanese, digits) stay whole.
+    """
+    if not _UNSPACED.search(token):
+        return [token]
+    units: list[str] = []
+    run = ""
+    for grapheme in regex.findall(r"\X", token):
+        if _UNSPACED.match(grapheme):
+            if run:
+                units.append(run)
+                run = ""
+            units.append(grapheme)
+        else:
+            run += grapheme
+    if run:
+        units.append(run)
+    return units
+
+
+def join_words(words: list[Word]) -> str:
+    """The text of ``words`` as the STT spelled it (spaces only where it had them)."""
+    return "".join((w.sep if i else "") + w.raw for i, w in enumerate(words))
 
 
 def split_words(text: str, *, normalize: bool = True) -> list[Word]:
@@ -51,21 +90,25 @@ def split_words(text: str, *, normalize: bool = True) -> list[Word]:
     Returns:
         The words, in order; empty when ``text`` has no word (empty, whitespace-only or
         punctuation-only). A punctuation-only token joins the word before it (or the first
-        word, when it leads).
+        word, when it leads). In scripts written without spaces each character (grapheme
+        cluster) is a word: ``"ご予約を"`` is four.
     """
     words: list[Word] = []
     lead = ""
     for token in text.split():
-        norm = "".join(normalize_words(token))
-        if not norm:
-            if words:
-                words[-1] = Word(f"{words[-1].raw} {token}", words[-1].key)
-            else:
-                lead = f"{lead} {token}".strip()
-            continue
-        raw = f"{lead} {token}" if lead else token
-        lead = ""
-        words.append(Word(raw, norm if normalize else token))
+        for i, unit in enumerate(_units(token)):
+            sep = "" if i else " "
+            norm = "".join(normalize_words(unit))
+            if not norm:
+                if words:
+                    last = words[-1]
+                    words[-1] = Word(last.raw + sep + unit, last.key, last.sep)
+                else:
+                    lead = lead + sep + unit if lead else unit
+                continue
+            raw = lead + sep + unit if lead else unit
+            lead = ""
+            words.append(Word(raw, norm if normalize else unit, sep))
     return words
 
 
@@ -267,7 +310,12 @@ class PartialStabilizer:
             The stable prefix after this hypothesis. Empty, whitespace- and
             punctuation-only hypotheses and stale interims change nothing and do not count
             as an update (``counted`` False, ``ignored`` says why).
+
+        Raises:
+            TypeError: If ``text`` is not a str (the processor logs and skips such frames).
         """
+        if not isinstance(text, str):
+            raise TypeError(f"a hypothesis is a str, got {type(text).__name__}")
         words = split_words(text, normalize=self.normalize)
         if not words:
             return self._ignore("empty")
@@ -313,7 +361,7 @@ class PartialStabilizer:
         keep = common_prefix_len([w.key for w in old], [w.key for w in stable])
         new_words = tuple(w.raw for w in stable[keep:])
         retracted = tuple(w.raw for w in old[keep:])
-        text = " ".join(w.raw for w in stable)
+        text = join_words(stable)
         changed = text != self._stable_text
         read = wasted = 0
         if changed and self.encoding is not None:

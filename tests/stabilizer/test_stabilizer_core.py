@@ -8,6 +8,7 @@ from pipecat_fast.stabilizer.core import (
     PartialStabilizer,
     StabilizerCounters,
     common_prefix_len,
+    join_words,
     prefill_delta,
     split_words,
 )
@@ -76,6 +77,44 @@ def test_empty_whitespace_and_punctuation_only_hypotheses_add_nothing_and_do_not
     assert stab.feed("book a table").text == "book a"
     assert stab.turn.hypotheses == 2
     assert stab.turn.ignored == 6
+
+
+def test_unspaced_scripts_settle_character_by_character_without_inserted_spaces():
+    stab = PartialStabilizer()
+    partials = ("ご予約", "ご予約を", "ご予約をお願", "ご予約をお願いします")
+    texts = [stab.feed(t).text for t in partials]
+    assert texts == ["", "ご予約", "ご予約を", "ご予約をお願"]
+    final = stab.feed("ご予約をお願いします。", final=True)
+    assert final.text == "ご予約をお願いします。" and final.final
+
+
+@pytest.mark.parametrize(
+    "text, units",
+    [
+        ("iPhoneの修理、お願い。", ["iPhone", "の", "修", "理、", "お", "願", "い。"]),
+        ("สวัสดีครับ ผม", ["ส", "วั", "ส", "ดี", "ค", "รั", "บ", "ผ", "ม"]),  # clusters kept
+        ("¿ Qué tal ?", ["¿ Qué", "tal ?"]),
+    ],
+)
+def test_words_join_back_to_the_stt_spelling(text, units):
+    words = split_words(text)
+    assert [w.raw for w in words] == units
+    assert join_words(words) == text
+
+
+@given(st.text(alphabet="ab .,。、ご予約 iPhone\u0e2a\u0e27\u0e31", max_size=30))
+def test_split_and_join_give_back_the_text_up_to_whitespace_runs(text):
+    words = split_words(text)
+    if words:
+        assert join_words(words) == " ".join(text.split())
+
+
+def test_a_hypothesis_that_is_not_text_is_a_clear_error_and_changes_nothing():
+    stab = PartialStabilizer()
+    stab.feed("book a")
+    with pytest.raises(TypeError, match="got NoneType"):
+        stab.feed(None)
+    assert stab.feed("book a table").text == "book a"
 
 
 def test_a_shorter_hypothesis_is_an_ordinary_update_and_retracts():
