@@ -61,6 +61,12 @@ def turns_table(result: CallResult, title: str) -> Table:
             _ms(turn.prompt_tokens),
             _ms(turn.cached_tokens),
         )
+    shown = {turn.turn for turn in result.turns}
+    gaps = [str(n) for n in range(max(shown, default=-1) + 1) if n not in shown]
+    if gaps:
+        table.caption = (
+            f"turn {', '.join(gaps)}: no answer heard (the caller went on talking over its start)"
+        )
     return table
 
 

@@ -33,13 +33,17 @@ from pipecat_fast.testing.profiles import PROFILES, get_profile
 from pipecat_fast.tokens import truncate_tokens
 from pipecat_fast.ttfa import write_json
 
+DEFAULT_CONFIGS = "stock,stock-again,prefill,draft,aggregator"
+"""Stock Pipecat, its noise floor, and every lever (the sweeps' variants are opt-in)."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``pipecat-fast bench [pipeline]``."""
     parser.add_argument(
         "--configs",
-        default="stock,stock-again",
-        help=f"comma-separated, baseline first (known: {', '.join(CONFIGS)})",
+        default=DEFAULT_CONFIGS,
+        help=f"comma-separated, baseline first (default {DEFAULT_CONFIGS}; known: "
+        f"{', '.join(CONFIGS)})",
     )
     parser.add_argument("--calls", type=int, default=3, help="calls per configuration")
     parser.add_argument("--repeats", type=int, default=1, help="run the set of calls N times")
