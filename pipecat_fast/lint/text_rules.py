@@ -64,7 +64,12 @@ _DATE_CUE = regex.compile(
     r"今天|오늘|сегодня|اليوم|היום)",
     _F,
 )
-_ID_CUE = regex.compile(r"(?:session|request|call|conversation|trace|uuid|\bid\b|identifier)", _F)
+# A cue is a whole word or a camelCase/snake_case part ("call_id", "sessionId"), never the inside
+# of a longer word ("function-calling", "recall", "video").
+_ID_CUE = regex.compile(
+    r"(?<!(?-i:[a-z]))(?:session|request|call|conversation|trace|uuid|id|identifier)s?(?!(?-i:[a-z]))",
+    _F,
+)
 _CALLER_CUE = regex.compile(
     r"(?:caller|calling from|customer|patient|client|user'?s|phone number is|number is|"
     r"email is|e-mail is|contact|speaking with|talking to|callback|reach (?:them|him|her) at)",

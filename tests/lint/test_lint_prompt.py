@@ -109,6 +109,15 @@ def test_random_negative_plain_prompt():
     assert "CB102" not in rules(lint_prompt(STATIC * 3))
 
 
+def test_an_id_cue_is_a_whole_word_not_part_of_one():
+    # A commit id under a title that says "function-calling": no id cue, so info at most.
+    sha = "acead0507d7de44e216d24533964106ca1d1d044"
+    title = f"# function-calling-google\nsource: pipecat @ {sha}\n"
+    assert only(lint_prompt(title + STATIC * 3), "CB102").severity is Severity.INFO
+    cued = f"call_id {sha}. " + STATIC * 3
+    assert only(lint_prompt(cued), "CB102").severity is Severity.ERROR
+
+
 # -- CB103 caller-data ------------------------------------------------------------------
 
 
