@@ -1,5 +1,6 @@
 """The Cartesia emulator, driven by Pipecat's real CartesiaTTSService."""
 
+import asyncio
 import json
 import time
 
@@ -117,3 +118,41 @@ def _request(context_id, text, cont=True):
         "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
         "add_timestamps": True,
     }
+
+
+def _with_output(**output):
+    return json.dumps({**_request("c", "Hello there.", cont=False), "output_format": output})
+
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        (_with_output(encoding="pcm_s16le", sample_rate=0), "sample_rate"),
+        (_with_output(encoding="pcm_s16le", sample_rate=True), "sample_rate"),
+        (_with_output(encoding="pcm_s16le", sample_rate=-16000), "sample_rate"),
+        (_with_output(encoding="pcm_s16le", sample_rate=10_000_000), "sample_rate"),
+        (json.dumps({**_request("c", "Hi.", cont=False), "output_format": "pcm"}), "pcm_s16le"),
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON"),
+        (json.dumps(_request("c", "Hi \ud800 there.", cont=False)), "invalid JSON"),
+    ],
+    ids=[
+        "rate-0",
+        "rate-true",
+        "rate-negative",
+        "rate-10MHz",
+        "format-str",
+        "deep",
+        "surrogate",
+    ],
+)
+async def test_bad_requests_get_an_error_message_not_audio_a_hang_or_a_close(message, expected):
+    async with CartesiaEmulator(FAST) as emulator:
+        async with websockets.connect(emulator.url, additional_headers={"X-API-Key": "k"}) as ws:
+            await ws.send(message)
+            reply = json.loads(await asyncio.wait_for(ws.recv(), 2.0))
+            assert reply["type"] == "error" and reply["status_code"] == 400, reply
+            assert expected in reply["error"]
+            # The connection is still usable.
+            await ws.send(json.dumps(_request("ok", "Fine.", cont=False)))
+            assert json.loads(await asyncio.wait_for(ws.recv(), 2.0))["type"] == "timestamps"
+    assert "c" not in emulator.contexts
