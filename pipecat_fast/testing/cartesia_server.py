@@ -24,7 +24,7 @@ from websockets.http11 import Request, Response
 
 from pipecat_fast.testing._loopback import BadJSON, WebSocketEmulator, parse_json, sleep_ms
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
-from pipecat_fast.testing.synth import plan_speech, render_pcm
+from pipecat_fast.testing.synth import plan_speech, render_pcm_chunks
 
 # Audio is generated this many times faster than real time once it starts (our assumption;
 # streaming TTS services send audio well ahead of playback).
@@ -34,6 +34,10 @@ CHUNK_MS = 40
 # 48,000; accepting any integer in that range keeps rendering cost and chunk sizes sane.
 MIN_SAMPLE_RATE = 8_000
 MAX_SAMPLE_RATE = 48_000
+# Longest transcript accepted in one message (characters; our limit, not a documented one):
+# about five minutes of speech, where Pipecat sends a sentence at a time. Audio is rendered
+# chunk by chunk as it is sent, so memory does not grow with the text either way.
+MAX_TRANSCRIPT_CHARS = 5_000
 _END = object()  # queued after the last transcript of a context (``continue`` false)
 
 
@@ -71,8 +75,8 @@ class CartesiaEmulator(WebSocketEmulator):
 
     A malformed message is answered with Cartesia's ``error`` message (``status_code`` 400,
     ``done``) and the connection stays open: unparsable or too deeply nested JSON, a missing
-    ``context_id``, a transcript that is not a string, an ``output_format`` that is not
-    ``pcm_s16le`` at an integer rate from 8,000 to 48,000 Hz.
+    ``context_id``, a transcript that is not a string or is over :data:`MAX_TRANSCRIPT_CHARS`,
+    an ``output_format`` that is not ``pcm_s16le`` at an integer rate from 8,000 to 48,000 Hz.
 
     Args:
         profile: Latency model: ``rtt_ms``, ``tts_ttfb_ms``, ``tts_handshake_rtts``.
@@ -154,6 +158,15 @@ class CartesiaEmulator(WebSocketEmulator):
         transcript = msg.get("transcript")
         if not isinstance(transcript, str):
             await send(self._error(context_id, "transcript must be a string"))
+            return
+        if len(transcript) > MAX_TRANSCRIPT_CHARS:
+            await send(
+                self._error(
+                    context_id,
+                    f"transcript is {len(transcript)} characters; at most "
+                    f"{MAX_TRANSCRIPT_CHARS} per message",
+                )
+            )
             return
         problem = self._check_output_format(msg.get("output_format"))
         if problem:
@@ -245,15 +258,15 @@ class CartesiaEmulator(WebSocketEmulator):
                 },
             }
         )
-        pcm = render_pcm(words, duration, ctx.sample_rate)
-        step = ctx.sample_rate * 2 * CHUNK_MS // 1000
-        for start in range(0, len(pcm), step):
+        # Each 40 ms chunk is rendered just before it is sent: memory stays one chunk deep.
+        chunk_samples = ctx.sample_rate * CHUNK_MS // 1000
+        for pcm in render_pcm_chunks(words, duration, ctx.sample_rate, chunk_samples):
             if record.first_chunk_at is None:
                 record.first_chunk_at = time.time()
             await send(
                 {
                     "type": "chunk",
-                    "data": base64.b64encode(pcm[start : start + step]).decode("ascii"),
+                    "data": base64.b64encode(pcm).decode("ascii"),
                     "done": False,
                     "status_code": 206,
                     "step_time": CHUNK_MS / REALTIME_FACTOR,
