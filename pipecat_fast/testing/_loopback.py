@@ -158,7 +158,14 @@ class HttpEmulator:
     """Base of the HTTP provider emulators: an aiohttp app on a loopback port.
 
     Subclasses add their routes in :meth:`routes`.
+
+    Attributes:
+        max_body_bytes: Largest request body accepted (read when the server starts); a larger
+            one makes ``request.read()`` raise ``HTTPRequestEntityTooLarge``, which a route
+            answers in its provider's error shape.
     """
+
+    max_body_bytes = 64 * 1024 * 1024
 
     def __init__(self, *, port: int = 0):
         self._port = port
@@ -175,7 +182,7 @@ class HttpEmulator:
 
     async def start(self) -> None:
         """Bind and serve."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=self.max_body_bytes)
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -32,6 +32,7 @@ from pipecat_fast.testing.openai_server import (
     RequestError,
     RequestRecord,
     content_text,
+    read_json_body,
     stream_pieces,
 )
 from pipecat_fast.testing.prefix_cache import PrefixCache
@@ -50,7 +51,11 @@ class Block:
 
 def anthropic_error(message: str, *, status: int) -> web.Response:
     """An error in Anthropic's shape (``{"type": "error", "error": {...}}``)."""
-    kind = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "api_error")
+    kind = {
+        400: "invalid_request_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+    }.get(status, "api_error")
     return web.json_response(
         {"type": "error", "error": {"type": kind, "message": message}}, status=status
     )
@@ -129,6 +134,10 @@ class AnthropicEmulator(OpenAIEmulator):
         port: TCP port; 0 picks a free one.
     """
 
+    # Anthropic: "The maximum request size is 32 MB for standard API endpoints" (413
+    # request_too_large; docs.claude.com/en/api/errors).
+    max_body_bytes = 32 * 1024 * 1024
+
     def __init__(
         self,
         profile=None,
@@ -158,15 +167,17 @@ class AnthropicEmulator(OpenAIEmulator):
         app.router.add_post("/_emulator/reset", self._reset)
         app.router.add_post("/_emulator/faults", self._set_faults)
 
+    def _error_response(self, error: RequestError) -> web.Response:
+        """``error`` in Anthropic's shape."""
+        return anthropic_error(str(error), status=error.status)
+
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            body = validate_messages_request(await request.json())
+            body = validate_messages_request(await read_json_body(request))
             blocks = render_blocks(body)
-        except json.JSONDecodeError as e:
-            return anthropic_error(f"invalid JSON body: {e}", status=400)
         except RequestError as e:
-            return anthropic_error(str(e), status=e.status)
+            return self._error_response(e)
         if self._faults:
             status = self._faults.pop(0)
             return anthropic_error(f"injected fault {status}", status=status)

@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from pipecat_fast.testing._loopback import HttpEmulator, sleep_ms
+from pipecat_fast.testing._loopback import BadJSON, HttpEmulator, parse_json, sleep_ms
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
@@ -74,21 +74,49 @@ class RequestRecord:
 class RequestError(Exception):
     """A malformed request, answered with the provider's own error shape."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400):
+    def __init__(
+        self, message: str, param: str | None = None, status: int = 400, code: str | None = None
+    ):
         super().__init__(message)
         self.param = param
         self.status = status
+        self.code = code
 
 
-def openai_error(message: str, *, status: int, param: str | None = None) -> web.Response:
+def openai_error(
+    message: str, *, status: int, param: str | None = None, code: str | None = None
+) -> web.Response:
     """An error response in OpenAI's shape (``{"error": {"message", "type", ...}}``)."""
     kind = {
         400: "invalid_request_error",
         401: "authentication_error",
+        413: "invalid_request_error",
         429: "rate_limit_exceeded",
     }.get(status, "server_error")
-    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return web.json_response(body, status=status)
+
+
+async def read_json_body(request: web.Request) -> Any:
+    """The request's body parsed by :func:`~pipecat_fast.testing._loopback.parse_json`.
+
+    Raises:
+        RequestError: Status 413 for a body over the emulator's ``max_body_bytes``, 400 for
+            one that is not UTF-8, not JSON, nested too deep or holding a lone surrogate.
+    """
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.client_max_size
+        raise RequestError(
+            f"request body exceeds the maximum size of {limit} bytes",
+            status=413,
+            code="request_too_large",
+        ) from None
+    try:
+        return parse_json(raw)
+    except BadJSON as e:
+        raise RequestError(f"invalid JSON body: {e}") from None
 
 
 def content_text(content: Any) -> str:
@@ -290,21 +318,29 @@ class OpenAIEmulator(HttpEmulator):
 
     async def _set_faults(self, request: web.Request) -> web.Response:
         try:
-            body = await request.json()
-            self.fail_next(int(body["status"]), int(body.get("count", 1)))
+            body = await read_json_body(request)
+            status, count = int(body["status"]), int(body.get("count", 1))
+        except RequestError as e:
+            return self._error_response(e)
         except (ValueError, KeyError, TypeError) as e:
-            return openai_error(f"bad faults request: {e}", status=400)
+            return self._error_response(RequestError(f"bad faults request: {e}"))
+        if not 400 <= status <= 599 or not 0 <= count <= 10_000:
+            message = "bad faults request: status must be 400-599 and count 0-10000"
+            return self._error_response(RequestError(message))
+        self.fail_next(status, count)
         return web.json_response({"ok": True})
+
+    def _error_response(self, error: RequestError) -> web.Response:
+        """``error`` in this provider's shape."""
+        return openai_error(str(error), status=error.status, param=error.param, code=error.code)
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            body = validate_chat_request(await request.json())
+            body = validate_chat_request(await read_json_body(request))
             prompt = render_chat_prompt(body["messages"], body.get("tools"))
-        except json.JSONDecodeError as e:
-            return openai_error(f"invalid JSON body: {e}", status=400)
         except RequestError as e:
-            return openai_error(str(e), status=e.status, param=e.param)
+            return self._error_response(e)
         if self._faults:
             status = self._faults.pop(0)
             logger.debug(f"OpenAIEmulator: injected HTTP {status}")

@@ -1,5 +1,7 @@
 """The OpenAI-compatible emulator, driven by Pipecat's real OpenAILLMService."""
 
+import json
+
 import aiohttp
 import pytest
 from pipecat.frames.frames import ErrorFrame, LLMContextFrame, LLMTextFrame, MetricsFrame
@@ -124,3 +126,46 @@ def test_stream_pieces_never_split_a_code_point():
     assert "".join(pieces) == "नमस्ते! 👋🏽 Hello"
     assert finish == "stop"
     assert all("\ufffd" not in p for p in pieces)
+
+
+DEEP = b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [' + (
+    b"[" * 100_000 + b"]" * 100_000 + b"]}"
+)
+
+
+async def post_raw(url, data):
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        headers = {"Content-Type": "application/json"}
+        async with http.post(url, data=data, headers=headers) as r:
+            return r.status, await r.json()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
+        DEEP,
+        b'{"model": "m", "messages": [{"role": "user", "content": "a\\ud800b"}]}',
+    ],
+    ids=["invalid-utf8", "deep-nesting", "lone-surrogate"],
+)
+async def test_unparsable_bodies_get_a_400_up_front_and_are_not_recorded(data):
+    slow = LatencyProfile("slow", 0, 0, 100, 0, 0.0, 2_000, 10_000, 0)  # 2 s to first token
+    async with OpenAIEmulator(slow) as llm:
+        status, body = await post_raw(f"{llm.base_url}/chat/completions", data)
+        assert llm.requests == []
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "invalid JSON body" in body["error"]["message"]
+
+
+async def test_a_body_over_the_size_limit_gets_openai_error_json():
+    llm = OpenAIEmulator(FAST)
+    llm.max_body_bytes = 4096
+    async with llm:
+        big = {"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]}
+        status, body = await post_raw(f"{llm.base_url}/chat/completions", json.dumps(big))
+    assert status == 413
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "4096" in body["error"]["message"]
