@@ -71,14 +71,18 @@ def render_blocks(body: dict[str, Any]) -> list[Block]:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise RequestError("tools must be an array", "tools")
-    for tool in tools:
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise RequestError(f"tools.{i}: Input should be a valid dictionary", f"tools.{i}")
         text = "<tool>" + json.dumps({k: v for k, v in tool.items() if k != "cache_control"})
         blocks.append(Block(text, "cache_control" in tool))
     system = body.get("system")
     if isinstance(system, str):
         blocks.append(Block("<system>" + system, False))
     elif isinstance(system, list):
-        for block in system:
+        for i, block in enumerate(system):
+            if not isinstance(block, dict):
+                raise RequestError(f"system.{i}: Input should be a valid dictionary", f"system.{i}")
             blocks.append(Block("<system>" + str(block.get("text", "")), "cache_control" in block))
     elif system is not None:
         raise RequestError("system must be a string or an array of blocks", "system")
@@ -110,8 +114,11 @@ def validate_messages_request(body: Any) -> dict[str, Any]:
         raise RequestError("request body must be a JSON object")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise RequestError("model: Field required", "model")
-    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise RequestError("max_tokens: must be a positive integer", "max_tokens")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise RequestError("stream: Input should be a valid boolean", "stream")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages: at least one message is required", "messages")

@@ -180,11 +180,35 @@ def validate_chat_request(body: Any) -> dict[str, Any]:
             raise RequestError(f"messages[{i}] needs a valid role", f"messages[{i}].role")
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)
-        if value is not None and (not isinstance(value, int) or value < 1):
+        if value is not None and (not _is_int(value) or value < 1):
             raise RequestError(f"{name} must be a positive integer", name)
-    if body.get("tools") is not None and not isinstance(body["tools"], list):
-        raise RequestError("tools must be an array", "tools")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise RequestError("tools must be an array", "tools")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                raise RequestError(f"tools[{i}] must be an object", f"tools[{i}]")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise RequestError("stream must be a boolean", "stream")
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise RequestError("stream_options must be an object", "stream_options")
+        usage = options.get("include_usage")
+        if usage is not None and not isinstance(usage, bool):
+            raise RequestError(
+                "stream_options.include_usage must be a boolean", "stream_options.include_usage"
+            )
+    key = body.get("prompt_cache_key")
+    if key is not None and not isinstance(key, str):
+        raise RequestError("prompt_cache_key must be a string", "prompt_cache_key")
     return body
+
+
+def _is_int(value: Any) -> bool:
+    """An integer in JSON's sense: ``true`` and ``false`` parse to Python bools, not counts."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class ReplyBook:

@@ -18,6 +18,7 @@ from pipecat_fast.testing.profiles import LatencyProfile
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 SYSTEM = "You are the front desk of a dental clinic. Keep answers short. " * 150
 REPLY = "Sure. Dr. Patel can see you Tuesday at 9:30. Shall I book it?"
+USER = [{"role": "user", "content": "x"}]
 
 
 def service(emulator, caching=True):
@@ -105,6 +106,10 @@ def test_partial_user_text_as_its_own_block_is_its_own_breakpoint():
         {"model": "m", "messages": [{"role": "user", "content": "x"}]},  # no max_tokens
         {"model": "m", "max_tokens": 5, "messages": []},
         {"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]},
+        {"model": "m", "max_tokens": True, "messages": USER},
+        {"model": "m", "max_tokens": 5, "messages": USER, "tools": [5]},
+        {"model": "m", "max_tokens": 5, "messages": USER, "system": [5]},
+        {"model": "m", "max_tokens": 5, "messages": USER, "stream": "y"},
     ],
 )
 async def test_malformed_requests_get_anthropic_error_shape(body):

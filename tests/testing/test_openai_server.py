@@ -19,6 +19,7 @@ from pipecat_fast.tokens import count_tokens
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 SYSTEM = "You are the front desk of a dental clinic. " * 200  # ~2,000 tokens
 REPLY = "Of course. Dr. Patel has an opening at 9:30 on Tuesday. Shall I book it?"
+USER = [{"role": "user", "content": "x"}]
 
 
 def service(llm):
@@ -98,6 +99,17 @@ async def test_max_tokens_caps_the_reply_like_a_prefill_request():
         (
             {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
             "max_tokens",
+        ),
+        ({"model": "m", "messages": USER, "max_tokens": True}, "max_tokens"),
+        ({"model": "m", "messages": USER, "tools": [5]}, "tools[0]"),
+        ({"model": "m", "messages": USER, "stream": "no"}, "stream"),
+        (
+            {"model": "m", "messages": USER, "stream": True, "stream_options": 5},
+            "stream_options",
+        ),
+        (
+            {"model": "m", "messages": USER, "prompt_cache_key": {"a": 1}},
+            "prompt_cache_key",
         ),
     ],
 )
