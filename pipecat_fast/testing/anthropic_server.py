@@ -36,7 +36,7 @@ from pipecat_fast.testing.openai_server import (
     stream_pieces,
 )
 from pipecat_fast.testing.prefix_cache import PrefixCache
-from pipecat_fast.tokens import encode
+from pipecat_fast.tokens import encode_within
 
 LOOKBACK_BLOCKS = 20  # "automatic prefix checking looks back ~20 content blocks"
 
@@ -138,6 +138,9 @@ class AnthropicEmulator(OpenAIEmulator):
             model; 1,024 for the Sonnet 4.x family, per the docs quoted in
             ``prompt_caching_rules.md``).
         ttl_s: Cache lifetime after the last write or read (Anthropic default: 5 minutes).
+        context_window: Most prompt tokens a request may have; a longer prompt gets
+            Anthropic's 400 "prompt is too long". Default: Claude's standard 200,000. Counting
+            stops once the prompt is over it, so a huge prompt is never tokenized whole.
         port: TCP port; 0 picks a free one.
     """
 
@@ -152,12 +155,14 @@ class AnthropicEmulator(OpenAIEmulator):
         replies=(),
         min_cache_tokens: int = 1024,
         ttl_s: float = 300.0,
+        context_window: int = 200_000,
         port: int = 0,
     ):
         kwargs = {} if profile is None else {"profile": profile}
         super().__init__(
             replies=replies,
             cache=PrefixCache(ttl_s=ttl_s, min_tokens=min_cache_tokens, block_tokens=1),
+            context_window=context_window,
             port=port,
             **kwargs,
         )
@@ -183,17 +188,21 @@ class AnthropicEmulator(OpenAIEmulator):
         try:
             body = validate_messages_request(await read_json_body(request))
             blocks = render_blocks(body)
+            tokens: list[int] = []
+            ends: list[int] = []  # token position at the end of each block
+            for block in blocks:
+                tokens.extend(encode_within(block.text, self.context_window - len(tokens)))
+                ends.append(len(tokens))
+                if len(tokens) > self.context_window:
+                    raise RequestError(
+                        f"prompt is too long: {len(tokens)} tokens > {self.context_window} maximum"
+                    )
         except RequestError as e:
             return self._error_response(e)
         if self._faults:
             status = self._faults.pop(0)
             return anthropic_error(f"injected fault {status}", status=status)
 
-        tokens: list[int] = []
-        ends: list[int] = []  # token position at the end of each block
-        for block in blocks:
-            tokens.extend(encode(block.text))
-            ends.append(len(tokens))
         breakpoints = [ends[i] for i, b in enumerate(blocks) if b.breakpoint]
         candidates = {
             ends[j]

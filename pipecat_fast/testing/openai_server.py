@@ -34,7 +34,7 @@ from pipecat_fast.testing._loopback import BadJSON, HttpEmulator, parse_json, sl
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
-from pipecat_fast.tokens import encode, get_encoding
+from pipecat_fast.tokens import encode, encode_within, get_encoding
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
@@ -282,6 +282,9 @@ class OpenAIEmulator(HttpEmulator):
         profile: Latency model (ms figures with their sources).
         replies: ``(user text, reply)`` pairs to stream.
         cache: The prefix cache; defaults to OpenAI's rules (128-token blocks from 1,024).
+        context_window: Most prompt tokens a request may have; a longer prompt gets OpenAI's
+            400 ``context_length_exceeded``. Default: GPT-4.1's 1,047,576 tokens. Counting
+            stops once the prompt is over it, so a huge prompt is never tokenized whole.
         port: TCP port on 127.0.0.1; 0 picks a free one.
     """
 
@@ -291,10 +294,12 @@ class OpenAIEmulator(HttpEmulator):
         *,
         replies: Iterable[tuple[str, str | dict[str, Any]]] = (),
         cache: PrefixCache | None = None,
+        context_window: int = 1_047_576,
         port: int = 0,
     ):
         super().__init__(port=port)
         self.profile = profile
+        self.context_window = context_window
         self.replies = ReplyBook(replies)
         self.cache = cache if cache is not None else PrefixCache()
         self.requests: list[RequestRecord] = []
@@ -363,6 +368,15 @@ class OpenAIEmulator(HttpEmulator):
         try:
             body = validate_chat_request(await read_json_body(request))
             prompt = render_chat_prompt(body["messages"], body.get("tools"))
+            tokens = encode_within(prompt, self.context_window)
+            if len(tokens) > self.context_window:
+                raise RequestError(
+                    f"This model's maximum context length is {self.context_window} tokens. "
+                    f"However, your messages resulted in at least {len(tokens)} tokens. "
+                    "Please reduce the length of the messages.",
+                    "messages",
+                    code="context_length_exceeded",
+                )
         except RequestError as e:
             return self._error_response(e)
         if self._faults:
@@ -370,7 +384,6 @@ class OpenAIEmulator(HttpEmulator):
             logger.debug(f"OpenAIEmulator: injected HTTP {status}")
             return openai_error(f"injected fault {status}", status=status)
 
-        tokens = encode(prompt)
         namespace = f"{body['model']}|{body.get('prompt_cache_key') or ''}"
         cached = self.cache.lookup(namespace, tokens, started)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")

@@ -160,3 +160,14 @@ async def test_a_body_over_the_size_limit_gets_request_too_large():
         "type": "error",
         "error": {"type": "request_too_large", "message": body["error"]["message"]},
     }
+
+
+async def test_a_prompt_over_the_context_window_is_too_long():
+    async with AnthropicEmulator(FAST, context_window=100) as emulator:
+        long = {"model": "m", "max_tokens": 5, "system": "word " * 500, "messages": USER}
+        status, body = await post_raw(f"{emulator.base_url}/v1/messages", json.dumps(long))
+        assert emulator.requests == []
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"].startswith("prompt is too long:")
+    assert body["error"]["message"].endswith("> 100 maximum")

@@ -13,7 +13,7 @@ from pipecat.tests.utils import run_test
 
 from pipecat_fast.testing.openai_server import OpenAIEmulator, render_chat_prompt, stream_pieces
 from pipecat_fast.testing.profiles import LatencyProfile
-from pipecat_fast.tokens import count_tokens
+from pipecat_fast.tokens import count_tokens, encode, encode_within
 
 # Zero-latency profile: tests assert behaviour, never timing.
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
@@ -181,3 +181,23 @@ async def test_a_body_over_the_size_limit_gets_openai_error_json():
     assert status == 413
     assert body["error"]["type"] == "invalid_request_error"
     assert "4096" in body["error"]["message"]
+
+
+async def test_a_prompt_over_the_context_window_gets_context_length_exceeded():
+    async with OpenAIEmulator(FAST, context_window=100) as llm:
+        long = {"model": "m", "messages": [{"role": "user", "content": "word " * 500}]}
+        status, body = await post_raw(f"{llm.base_url}/chat/completions", json.dumps(long))
+        short = {"model": "m", "messages": [{"role": "user", "content": "word " * 50}]}
+        ok, _ = await post_raw(f"{llm.base_url}/chat/completions", json.dumps(short))
+        assert len(llm.requests) == 1  # only the short one
+    assert status == 400 and ok == 200
+    assert body["error"]["code"] == "context_length_exceeded"
+    assert body["error"]["param"] == "messages"
+    assert body["error"]["type"] == "invalid_request_error"
+
+
+def test_counting_against_a_window_stops_soon_after_the_window():
+    text = "hello world " * 2_000_000  # 24 M characters, 4 M tokens
+    tokens = encode_within(text, 1_000)
+    assert 1_000 < len(tokens) < 100_000  # one 200,000-character piece, not the whole text
+    assert encode_within("hello world", 1_000) == encode("hello world")
