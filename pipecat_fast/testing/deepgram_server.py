@@ -33,7 +33,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pipecat_fast.testing._loopback import WebSocketEmulator
+from pipecat_fast.testing._loopback import BadJSON, WebSocketEmulator, parse_json
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 
 # RMS (int16 full scale 32767) above which a 20 ms frame counts as speech, and how many
@@ -357,9 +357,10 @@ class DeepgramEmulator(WebSocketEmulator):
     async def _on_control(self, connection: ServerConnection, session: _Session, raw: str) -> bool:
         """Handle a JSON control message; False ends the stream."""
         try:
-            kind = json.loads(raw).get("type")
-        except (ValueError, AttributeError):
-            kind = None
+            message = parse_json(raw)
+        except BadJSON:
+            message = None
+        kind = message.get("type") if isinstance(message, dict) else None
         if kind == "KeepAlive":
             return True
         if kind == "Finalize":

@@ -129,12 +129,17 @@ async def test_bad_handshakes_are_rejected_like_deepgram(query, status):
     assert info.value.response.status_code == status
 
 
-async def test_malformed_control_message_gets_an_error_and_the_stream_continues():
+@pytest.mark.parametrize(
+    "control",
+    ["{nope", "[" * 100_000 + "]" * 100_000, json.dumps({"type": [1]}), '"\\ud800"'],
+    ids=["unparsable", "deep-nesting", "type-not-a-string", "lone-surrogate"],
+)
+async def test_malformed_control_message_gets_an_error_and_the_stream_continues(control):
     async with DeepgramEmulator(FAST) as emulator:
         url = f"{emulator.base_url}/v1/listen?encoding=linear16&sample_rate=16000"
         async with websockets.connect(url, additional_headers={"Authorization": "Token k"}) as ws:
-            await ws.send("{nope")
-            error = json.loads(await ws.recv())
+            await ws.send(control)
+            error = json.loads(await asyncio.wait_for(ws.recv(), 2.0))
             await ws.send(json.dumps({"type": "KeepAlive"}))
             await ws.send(json.dumps({"type": "CloseStream"}))
             closing = json.loads(await ws.recv())
