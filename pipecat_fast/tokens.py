@@ -6,6 +6,7 @@ which ships them in the wheel, so counts match the hosted APIs without any downl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 import bpe_openai
@@ -36,15 +37,14 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> bpe_openai.Encoding:
 _MAX_CHARS_PER_CALL = 200_000
 
 
-def _pieces(text: str) -> list[str]:
-    pieces, start = [], 0
+def _pieces(text: str) -> Iterator[str]:
+    start = 0
     while len(text) - start > _MAX_CHARS_PER_CALL:
         cut = text.rfind(" ", start + _MAX_CHARS_PER_CALL // 2, start + _MAX_CHARS_PER_CALL)
         cut = cut if cut > start else start + _MAX_CHARS_PER_CALL
-        pieces.append(text[start:cut])
+        yield text[start:cut]
         start = cut
-    pieces.append(text[start:])
-    return pieces
+    yield text[start:]
 
 
 def encode(text: str, encoding: str = DEFAULT_ENCODING) -> list[int]:
@@ -56,6 +56,26 @@ def encode(text: str, encoding: str = DEFAULT_ENCODING) -> list[int]:
     if len(text) <= _MAX_CHARS_PER_CALL:
         return enc.encode_ordinary(text)
     return [t for piece in _pieces(text) for t in enc.encode_ordinary(piece)]
+
+
+def encode_within(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """Encode ``text``, giving up once it is known to have more than ``max_tokens`` tokens.
+
+    For checking a context window: a text far over the limit costs about ``max_tokens``
+    tokens of work (plus one piece of at most 200,000 characters), not its whole length.
+
+    Returns:
+        ``encode(text)`` if that is at most ``max_tokens`` tokens; otherwise the tokens of a
+        prefix of ``text`` that already has more than ``max_tokens`` (so the length of the
+        result tells the two cases apart and is a lower bound of the text's count).
+    """
+    enc = get_encoding(encoding)
+    tokens: list[int] = []
+    for piece in _pieces(text):
+        tokens.extend(enc.encode_ordinary(piece))
+        if len(tokens) > max_tokens:
+            break
+    return tokens
 
 
 def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:

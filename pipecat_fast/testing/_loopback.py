@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import socket
 from typing import Any
 
@@ -19,6 +21,78 @@ def bind_loopback(port: int = 0) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
+
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays and objects the emulators accept in a request or message.
+
+Our limit: far above any real request (tool schemas included) and far below Python's recursion
+limit (1,000), so nothing that later walks or re-serializes a request can overflow the stack.
+"""
+
+# A JSON escape of U+D800-U+DFFF: the only way a lone surrogate gets into parsed text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class BadJSON(ValueError):
+    """Bytes or text that are not an acceptable JSON document (the message says why)."""
+
+
+def parse_json(raw: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse a request body or WebSocket message as the providers' APIs accept it.
+
+    Stricter than :func:`json.loads`: bytes must be UTF-8, nesting is at most ``max_depth``
+    arrays/objects deep, and no string may hold a lone UTF-16 surrogate (an unpaired escape of
+    U+D800-U+DFFF): such text cannot be encoded as UTF-8, so the emulator could neither hash,
+    tokenize nor echo it later.
+
+    Raises:
+        BadJSON: Saying what is wrong with the input.
+    """
+    if isinstance(raw, bytes | bytearray | memoryview):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadJSON(f"not valid UTF-8 (byte {e.start})") from None
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise BadJSON(f"nested deeper than {max_depth} levels") from None
+    except ValueError as e:
+        raise BadJSON(str(e)) from None
+    surrogates = _SURROGATE_ESCAPE.search(raw) is not None
+    if surrogates or raw.count("[") + raw.count("{") > max_depth:
+        _check_tree(value, max_depth, surrogates)
+    return value
+
+
+def _check_tree(value: Any, max_depth: int, surrogates: bool) -> None:
+    """Walk a parsed document without recursion: depth, and lone surrogates if ``surrogates``."""
+
+    def bad_string(s: object) -> bool:
+        return surrogates and isinstance(s, str) and _SURROGATE.search(s) is not None
+
+    if bad_string(value):
+        raise BadJSON("a string holds a lone UTF-16 surrogate")
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if depth > max_depth:
+            raise BadJSON(f"nested deeper than {max_depth} levels")
+        if isinstance(item, dict):
+            if any(bad_string(k) for k in item):
+                raise BadJSON("a key holds a lone UTF-16 surrogate")
+            children = item.values()
+        else:
+            children = item
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif bad_string(child):
+                raise BadJSON("a string holds a lone UTF-16 surrogate")
 
 
 async def sleep_ms(ms: float) -> None:
@@ -84,7 +158,14 @@ class HttpEmulator:
     """Base of the HTTP provider emulators: an aiohttp app on a loopback port.
 
     Subclasses add their routes in :meth:`routes`.
+
+    Attributes:
+        max_body_bytes: Largest request body accepted (read when the server starts); a larger
+            one makes ``request.read()`` raise ``HTTPRequestEntityTooLarge``, which a route
+            answers in its provider's error shape.
     """
+
+    max_body_bytes = 64 * 1024 * 1024
 
     def __init__(self, *, port: int = 0):
         self._port = port
@@ -101,7 +182,7 @@ class HttpEmulator:
 
     async def start(self) -> None:
         """Bind and serve."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=self.max_body_bytes)
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -32,10 +32,11 @@ from pipecat_fast.testing.openai_server import (
     RequestError,
     RequestRecord,
     content_text,
+    read_json_body,
     stream_pieces,
 )
 from pipecat_fast.testing.prefix_cache import PrefixCache
-from pipecat_fast.tokens import encode
+from pipecat_fast.tokens import encode_within
 
 LOOKBACK_BLOCKS = 20  # "automatic prefix checking looks back ~20 content blocks"
 
@@ -50,7 +51,11 @@ class Block:
 
 def anthropic_error(message: str, *, status: int) -> web.Response:
     """An error in Anthropic's shape (``{"type": "error", "error": {...}}``)."""
-    kind = {400: "invalid_request_error", 429: "rate_limit_error"}.get(status, "api_error")
+    kind = {
+        400: "invalid_request_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+    }.get(status, "api_error")
     return web.json_response(
         {"type": "error", "error": {"type": kind, "message": message}}, status=status
     )
@@ -66,14 +71,18 @@ def render_blocks(body: dict[str, Any]) -> list[Block]:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise RequestError("tools must be an array", "tools")
-    for tool in tools:
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise RequestError(f"tools.{i}: Input should be a valid dictionary", f"tools.{i}")
         text = "<tool>" + json.dumps({k: v for k, v in tool.items() if k != "cache_control"})
         blocks.append(Block(text, "cache_control" in tool))
     system = body.get("system")
     if isinstance(system, str):
         blocks.append(Block("<system>" + system, False))
     elif isinstance(system, list):
-        for block in system:
+        for i, block in enumerate(system):
+            if not isinstance(block, dict):
+                raise RequestError(f"system.{i}: Input should be a valid dictionary", f"system.{i}")
             blocks.append(Block("<system>" + str(block.get("text", "")), "cache_control" in block))
     elif system is not None:
         raise RequestError("system must be a string or an array of blocks", "system")
@@ -105,8 +114,11 @@ def validate_messages_request(body: Any) -> dict[str, Any]:
         raise RequestError("request body must be a JSON object")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise RequestError("model: Field required", "model")
-    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise RequestError("max_tokens: must be a positive integer", "max_tokens")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise RequestError("stream: Input should be a valid boolean", "stream")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages: at least one message is required", "messages")
@@ -126,8 +138,15 @@ class AnthropicEmulator(OpenAIEmulator):
             model; 1,024 for the Sonnet 4.x family, per the docs quoted in
             ``prompt_caching_rules.md``).
         ttl_s: Cache lifetime after the last write or read (Anthropic default: 5 minutes).
+        context_window: Most prompt tokens a request may have; a longer prompt gets
+            Anthropic's 400 "prompt is too long". Default: Claude's standard 200,000. Counting
+            stops once the prompt is over it, so a huge prompt is never tokenized whole.
         port: TCP port; 0 picks a free one.
     """
+
+    # Anthropic: "The maximum request size is 32 MB for standard API endpoints" (413
+    # request_too_large; docs.claude.com/en/api/errors).
+    max_body_bytes = 32 * 1024 * 1024
 
     def __init__(
         self,
@@ -136,12 +155,14 @@ class AnthropicEmulator(OpenAIEmulator):
         replies=(),
         min_cache_tokens: int = 1024,
         ttl_s: float = 300.0,
+        context_window: int = 200_000,
         port: int = 0,
     ):
         kwargs = {} if profile is None else {"profile": profile}
         super().__init__(
             replies=replies,
             cache=PrefixCache(ttl_s=ttl_s, min_tokens=min_cache_tokens, block_tokens=1),
+            context_window=context_window,
             port=port,
             **kwargs,
         )
@@ -158,24 +179,30 @@ class AnthropicEmulator(OpenAIEmulator):
         app.router.add_post("/_emulator/reset", self._reset)
         app.router.add_post("/_emulator/faults", self._set_faults)
 
+    def _error_response(self, error: RequestError) -> web.Response:
+        """``error`` in Anthropic's shape."""
+        return anthropic_error(str(error), status=error.status)
+
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            body = validate_messages_request(await request.json())
+            body = validate_messages_request(await read_json_body(request))
             blocks = render_blocks(body)
-        except json.JSONDecodeError as e:
-            return anthropic_error(f"invalid JSON body: {e}", status=400)
+            tokens: list[int] = []
+            ends: list[int] = []  # token position at the end of each block
+            for block in blocks:
+                tokens.extend(encode_within(block.text, self.context_window - len(tokens)))
+                ends.append(len(tokens))
+                if len(tokens) > self.context_window:
+                    raise RequestError(
+                        f"prompt is too long: {len(tokens)} tokens > {self.context_window} maximum"
+                    )
         except RequestError as e:
-            return anthropic_error(str(e), status=e.status)
+            return self._error_response(e)
         if self._faults:
             status = self._faults.pop(0)
             return anthropic_error(f"injected fault {status}", status=status)
 
-        tokens: list[int] = []
-        ends: list[int] = []  # token position at the end of each block
-        for block in blocks:
-            tokens.extend(encode(block.text))
-            ends.append(len(tokens))
         breakpoints = [ends[i] for i, b in enumerate(blocks) if b.breakpoint]
         candidates = {
             ends[j]

@@ -22,14 +22,22 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pipecat_fast.testing._loopback import WebSocketEmulator, sleep_ms
+from pipecat_fast.testing._loopback import BadJSON, WebSocketEmulator, parse_json, sleep_ms
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
-from pipecat_fast.testing.synth import plan_speech, render_pcm
+from pipecat_fast.testing.synth import plan_speech, render_pcm_chunks
 
 # Audio is generated this many times faster than real time once it starts (our assumption;
 # streaming TTS services send audio well ahead of playback).
 REALTIME_FACTOR = 5.0
 CHUNK_MS = 40
+# Output sample rates accepted (Hz): Cartesia's raw PCM rates run from 8,000 (telephony) to
+# 48,000; accepting any integer in that range keeps rendering cost and chunk sizes sane.
+MIN_SAMPLE_RATE = 8_000
+MAX_SAMPLE_RATE = 48_000
+# Longest transcript accepted in one message (characters; our limit, not a documented one):
+# about five minutes of speech, where Pipecat sends a sentence at a time. Audio is rendered
+# chunk by chunk as it is sent, so memory does not grow with the text either way.
+MAX_TRANSCRIPT_CHARS = 5_000
 _END = object()  # queued after the last transcript of a context (``continue`` false)
 
 
@@ -64,6 +72,11 @@ class _Context:
 
 class CartesiaEmulator(WebSocketEmulator):
     """Cartesia TTS WebSocket on 127.0.0.1.
+
+    A malformed message is answered with Cartesia's ``error`` message (``status_code`` 400,
+    ``done``) and the connection stays open: unparsable or too deeply nested JSON, a missing
+    ``context_id``, a transcript that is not a string or is over :data:`MAX_TRANSCRIPT_CHARS`,
+    an ``output_format`` that is not ``pcm_s16le`` at an integer rate from 8,000 to 48,000 Hz.
 
     Args:
         profile: Latency model: ``rtt_ms``, ``tts_ttfb_ms``, ``tts_handshake_rtts``.
@@ -126,10 +139,10 @@ class CartesiaEmulator(WebSocketEmulator):
 
     async def _on_message(self, raw: str | bytes, contexts: dict[str, _Context], send) -> None:
         try:
-            msg = json.loads(raw)
+            msg = parse_json(raw)
             if not isinstance(msg, dict):
-                raise ValueError("message must be a JSON object")
-        except ValueError as e:
+                raise BadJSON("message must be a JSON object")
+        except BadJSON as e:
             await send(self._error("", f"invalid JSON message: {e}"))
             return
         context_id = msg.get("context_id")
@@ -143,13 +156,23 @@ class CartesiaEmulator(WebSocketEmulator):
             self._record(context_id).cancelled = True
             return
         transcript = msg.get("transcript")
-        output = msg.get("output_format") or {}
         if not isinstance(transcript, str):
             await send(self._error(context_id, "transcript must be a string"))
             return
-        if output.get("encoding") != "pcm_s16le" or not isinstance(output.get("sample_rate"), int):
-            await send(self._error(context_id, "output_format needs pcm_s16le and a sample_rate"))
+        if len(transcript) > MAX_TRANSCRIPT_CHARS:
+            await send(
+                self._error(
+                    context_id,
+                    f"transcript is {len(transcript)} characters; at most "
+                    f"{MAX_TRANSCRIPT_CHARS} per message",
+                )
+            )
             return
+        problem = self._check_output_format(msg.get("output_format"))
+        if problem:
+            await send(self._error(context_id, problem))
+            return
+        output = msg["output_format"]
         record = self._record(context_id)
         if transcript:
             record.transcripts.append(transcript)
@@ -163,6 +186,25 @@ class CartesiaEmulator(WebSocketEmulator):
             ctx.queue.put_nowait(transcript)
         if not msg.get("continue", False):
             ctx.queue.put_nowait(_END)
+
+    @staticmethod
+    def _check_output_format(output: Any) -> str | None:
+        """What is wrong with a request's ``output_format``, or None if it is usable.
+
+        Only raw ``pcm_s16le`` is emulated, at an integer ``sample_rate`` (not a boolean) from
+        :data:`MIN_SAMPLE_RATE` to :data:`MAX_SAMPLE_RATE` Hz.
+        """
+        if not isinstance(output, dict) or output.get("encoding") != "pcm_s16le":
+            return "output_format needs pcm_s16le and a sample_rate"
+        rate = output.get("sample_rate")
+        if isinstance(rate, bool) or not isinstance(rate, int):
+            return "output_format needs pcm_s16le and a sample_rate"
+        if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+            return (
+                f"output_format.sample_rate must be from {MIN_SAMPLE_RATE} to "
+                f"{MAX_SAMPLE_RATE} Hz, got {rate}"
+            )
+        return None
 
     async def _generate(
         self, ctx: _Context, record: ContextRecord, send, contexts: dict[str, _Context]
@@ -188,6 +230,15 @@ class CartesiaEmulator(WebSocketEmulator):
             pass
         except ConnectionClosed:
             logger.debug(f"CartesiaEmulator: connection closed while generating {ctx.context_id}")
+        except Exception as e:
+            # A bug here must not leave the client waiting for audio that never comes.
+            logger.exception(f"CartesiaEmulator: generating {ctx.context_id} failed")
+            contexts.pop(ctx.context_id, None)
+            error = {**self._error(ctx.context_id, f"generation failed: {e}"), "status_code": 500}
+            try:
+                await send(error)
+            except ConnectionClosed:
+                pass
 
     async def _speak(self, text: str, ctx: _Context, record: ContextRecord, send) -> None:
         words, duration = plan_speech(text)
@@ -207,15 +258,15 @@ class CartesiaEmulator(WebSocketEmulator):
                 },
             }
         )
-        pcm = render_pcm(words, duration, ctx.sample_rate)
-        step = ctx.sample_rate * 2 * CHUNK_MS // 1000
-        for start in range(0, len(pcm), step):
+        # Each 40 ms chunk is rendered just before it is sent: memory stays one chunk deep.
+        chunk_samples = ctx.sample_rate * CHUNK_MS // 1000
+        for pcm in render_pcm_chunks(words, duration, ctx.sample_rate, chunk_samples):
             if record.first_chunk_at is None:
                 record.first_chunk_at = time.time()
             await send(
                 {
                     "type": "chunk",
-                    "data": base64.b64encode(pcm[start : start + step]).decode("ascii"),
+                    "data": base64.b64encode(pcm).decode("ascii"),
                     "done": False,
                     "status_code": 206,
                     "step_time": CHUNK_MS / REALTIME_FACTOR,

@@ -33,7 +33,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pipecat_fast.testing._loopback import WebSocketEmulator
+from pipecat_fast.testing._loopback import BadJSON, WebSocketEmulator, parse_json
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 
 # RMS (int16 full scale 32767) above which a 20 ms frame counts as speech, and how many
@@ -43,6 +43,8 @@ ONSET_FRAMES = 2
 FRAME_S = 0.02
 # Silence (s) required after an utterance's scripted end before the next onset counts.
 MIN_GAP_S = 0.3
+# Frames measured per numpy call in OnsetDetector.feed (bounds its temporaries to ~1 MB).
+_BLOCK_FRAMES = 256
 # Interim results are cheaper than finals: processing time before one is sent (our choice).
 INTERIM_PROCESSING_MS = 50.0
 
@@ -115,7 +117,11 @@ def interim_events(utterance: ScriptedUtterance, interval_s: float) -> list[tupl
 
 
 class OnsetDetector:
-    """Finds speech onsets in 16-bit mono PCM fed in arbitrary pieces. Pure, no clock."""
+    """Finds speech onsets in 16-bit mono PCM fed in arbitrary pieces. Pure, no clock.
+
+    Linear in the audio fed: each piece is cut into frames once, in blocks of
+    :data:`_BLOCK_FRAMES` frames, and only the partial frame at its end is kept for the next.
+    """
 
     def __init__(self, sample_rate: int):
         self.sample_rate = sample_rate
@@ -131,19 +137,22 @@ class OnsetDetector:
 
     def feed(self, pcm: bytes) -> list[float]:
         """Add audio; returns onset times (s of audio) detected in it."""
-        self._pending += pcm
+        data = self._pending + pcm if self._pending else pcm
+        whole = len(data) // self._frame_bytes * self._frame_bytes
+        self._pending = bytes(data[whole:])
         onsets = []
-        while len(self._pending) >= self._frame_bytes:
-            frame, self._pending = (
-                self._pending[: self._frame_bytes],
-                self._pending[self._frame_bytes :],
-            )
-            samples = np.frombuffer(frame, dtype="<i2").astype(np.float32)
-            loud = float(np.sqrt(np.mean(samples * samples))) > ONSET_RMS
-            self._frames += 1
-            self._run = self._run + 1 if loud else 0
-            if self._run == ONSET_FRAMES:
-                onsets.append((self._frames - ONSET_FRAMES) * FRAME_S)
+        view = memoryview(data)
+        step = _BLOCK_FRAMES * self._frame_bytes
+        for start in range(0, whole, step):
+            block = view[start : min(whole, start + step)]
+            samples = np.frombuffer(block, dtype="<i2").astype(np.float32)
+            frames = samples.reshape(-1, self._frame_bytes // 2)
+            rms = np.sqrt(np.mean(frames * frames, axis=1))
+            for loud in (rms > ONSET_RMS).tolist():
+                self._frames += 1
+                self._run = self._run + 1 if loud else 0
+                if self._run == ONSET_FRAMES:
+                    onsets.append((self._frames - ONSET_FRAMES) * FRAME_S)
         return onsets
 
 
@@ -348,9 +357,10 @@ class DeepgramEmulator(WebSocketEmulator):
     async def _on_control(self, connection: ServerConnection, session: _Session, raw: str) -> bool:
         """Handle a JSON control message; False ends the stream."""
         try:
-            kind = json.loads(raw).get("type")
-        except (ValueError, AttributeError):
-            kind = None
+            message = parse_json(raw)
+        except BadJSON:
+            message = None
+        kind = message.get("type") if isinstance(message, dict) else None
         if kind == "KeepAlive":
             return True
         if kind == "Finalize":

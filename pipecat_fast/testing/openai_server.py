@@ -30,11 +30,11 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from pipecat_fast.testing._loopback import HttpEmulator, sleep_ms
+from pipecat_fast.testing._loopback import BadJSON, HttpEmulator, parse_json, sleep_ms
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
-from pipecat_fast.tokens import encode, get_encoding
+from pipecat_fast.tokens import encode, encode_within, get_encoding
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
@@ -74,21 +74,49 @@ class RequestRecord:
 class RequestError(Exception):
     """A malformed request, answered with the provider's own error shape."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400):
+    def __init__(
+        self, message: str, param: str | None = None, status: int = 400, code: str | None = None
+    ):
         super().__init__(message)
         self.param = param
         self.status = status
+        self.code = code
 
 
-def openai_error(message: str, *, status: int, param: str | None = None) -> web.Response:
+def openai_error(
+    message: str, *, status: int, param: str | None = None, code: str | None = None
+) -> web.Response:
     """An error response in OpenAI's shape (``{"error": {"message", "type", ...}}``)."""
     kind = {
         400: "invalid_request_error",
         401: "authentication_error",
+        413: "invalid_request_error",
         429: "rate_limit_exceeded",
     }.get(status, "server_error")
-    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return web.json_response(body, status=status)
+
+
+async def read_json_body(request: web.Request) -> Any:
+    """The request's body parsed by :func:`~pipecat_fast.testing._loopback.parse_json`.
+
+    Raises:
+        RequestError: Status 413 for a body over the emulator's ``max_body_bytes``, 400 for
+            one that is not UTF-8, not JSON, nested too deep or holding a lone surrogate.
+    """
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.client_max_size
+        raise RequestError(
+            f"request body exceeds the maximum size of {limit} bytes",
+            status=413,
+            code="request_too_large",
+        ) from None
+    try:
+        return parse_json(raw)
+    except BadJSON as e:
+        raise RequestError(f"invalid JSON body: {e}") from None
 
 
 def content_text(content: Any) -> str:
@@ -152,11 +180,35 @@ def validate_chat_request(body: Any) -> dict[str, Any]:
             raise RequestError(f"messages[{i}] needs a valid role", f"messages[{i}].role")
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)
-        if value is not None and (not isinstance(value, int) or value < 1):
+        if value is not None and (not _is_int(value) or value < 1):
             raise RequestError(f"{name} must be a positive integer", name)
-    if body.get("tools") is not None and not isinstance(body["tools"], list):
-        raise RequestError("tools must be an array", "tools")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise RequestError("tools must be an array", "tools")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict):
+                raise RequestError(f"tools[{i}] must be an object", f"tools[{i}]")
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise RequestError("stream must be a boolean", "stream")
+    options = body.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise RequestError("stream_options must be an object", "stream_options")
+        usage = options.get("include_usage")
+        if usage is not None and not isinstance(usage, bool):
+            raise RequestError(
+                "stream_options.include_usage must be a boolean", "stream_options.include_usage"
+            )
+    key = body.get("prompt_cache_key")
+    if key is not None and not isinstance(key, str):
+        raise RequestError("prompt_cache_key must be a string", "prompt_cache_key")
     return body
+
+
+def _is_int(value: Any) -> bool:
+    """An integer in JSON's sense: ``true`` and ``false`` parse to Python bools, not counts."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class ReplyBook:
@@ -230,6 +282,9 @@ class OpenAIEmulator(HttpEmulator):
         profile: Latency model (ms figures with their sources).
         replies: ``(user text, reply)`` pairs to stream.
         cache: The prefix cache; defaults to OpenAI's rules (128-token blocks from 1,024).
+        context_window: Most prompt tokens a request may have; a longer prompt gets OpenAI's
+            400 ``context_length_exceeded``. Default: GPT-4.1's 1,047,576 tokens. Counting
+            stops once the prompt is over it, so a huge prompt is never tokenized whole.
         port: TCP port on 127.0.0.1; 0 picks a free one.
     """
 
@@ -239,10 +294,12 @@ class OpenAIEmulator(HttpEmulator):
         *,
         replies: Iterable[tuple[str, str | dict[str, Any]]] = (),
         cache: PrefixCache | None = None,
+        context_window: int = 1_047_576,
         port: int = 0,
     ):
         super().__init__(port=port)
         self.profile = profile
+        self.context_window = context_window
         self.replies = ReplyBook(replies)
         self.cache = cache if cache is not None else PrefixCache()
         self.requests: list[RequestRecord] = []
@@ -290,27 +347,43 @@ class OpenAIEmulator(HttpEmulator):
 
     async def _set_faults(self, request: web.Request) -> web.Response:
         try:
-            body = await request.json()
-            self.fail_next(int(body["status"]), int(body.get("count", 1)))
+            body = await read_json_body(request)
+            status, count = int(body["status"]), int(body.get("count", 1))
+        except RequestError as e:
+            return self._error_response(e)
         except (ValueError, KeyError, TypeError) as e:
-            return openai_error(f"bad faults request: {e}", status=400)
+            return self._error_response(RequestError(f"bad faults request: {e}"))
+        if not 400 <= status <= 599 or not 0 <= count <= 10_000:
+            message = "bad faults request: status must be 400-599 and count 0-10000"
+            return self._error_response(RequestError(message))
+        self.fail_next(status, count)
         return web.json_response({"ok": True})
+
+    def _error_response(self, error: RequestError) -> web.Response:
+        """``error`` in this provider's shape."""
+        return openai_error(str(error), status=error.status, param=error.param, code=error.code)
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            body = validate_chat_request(await request.json())
+            body = validate_chat_request(await read_json_body(request))
             prompt = render_chat_prompt(body["messages"], body.get("tools"))
-        except json.JSONDecodeError as e:
-            return openai_error(f"invalid JSON body: {e}", status=400)
+            tokens = encode_within(prompt, self.context_window)
+            if len(tokens) > self.context_window:
+                raise RequestError(
+                    f"This model's maximum context length is {self.context_window} tokens. "
+                    f"However, your messages resulted in at least {len(tokens)} tokens. "
+                    "Please reduce the length of the messages.",
+                    "messages",
+                    code="context_length_exceeded",
+                )
         except RequestError as e:
-            return openai_error(str(e), status=e.status, param=e.param)
+            return self._error_response(e)
         if self._faults:
             status = self._faults.pop(0)
             logger.debug(f"OpenAIEmulator: injected HTTP {status}")
             return openai_error(f"injected fault {status}", status=status)
 
-        tokens = encode(prompt)
         namespace = f"{body['model']}|{body.get('prompt_cache_key') or ''}"
         cached = self.cache.lookup(namespace, tokens, started)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")

@@ -7,6 +7,7 @@ word-shaped energy, and lasts as long as speech of that text would. Pure functio
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,14 +63,43 @@ def render_pcm(words: list[TimedWord], duration_s: float, sample_rate: int) -> b
         sample_rate: Output rate (Hz).
     """
     n = max(1, int(round(duration_s * sample_rate)))
-    audio = np.zeros(n, dtype=np.float32)
-    for i, word in enumerate(words):
-        a, b = int(word.start_s * sample_rate), min(n, int(word.end_s * sample_rate))
-        if b <= a:
-            continue
-        t = np.arange(b - a, dtype=np.float32) / sample_rate
-        pitch = 140.0 + 20.0 * math.sin(i)  # a little prosody
-        tone = np.sin(2 * np.pi * pitch * t) + 0.4 * np.sin(2 * np.pi * 2 * pitch * t)
-        envelope = np.sin(np.pi * np.arange(b - a, dtype=np.float32) / (b - a)) ** 0.5
-        audio[a:b] = 0.25 * tone * envelope
-    return (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return b"".join(render_pcm_chunks(words, duration_s, sample_rate, n))
+
+
+def render_pcm_chunks(
+    words: list[TimedWord], duration_s: float, sample_rate: int, chunk_samples: int
+) -> Iterator[bytes]:
+    """The audio of :func:`render_pcm`, generated ``chunk_samples`` samples at a time.
+
+    Memory is bounded by one chunk, however long the speech: a streaming server renders each
+    chunk just before it sends it. The chunks concatenate to :func:`render_pcm`'s bytes; the
+    last one may be shorter.
+
+    Raises:
+        ValueError: If ``sample_rate`` or ``chunk_samples`` is not positive.
+    """
+    if sample_rate <= 0 or chunk_samples <= 0:
+        raise ValueError("sample_rate and chunk_samples must be positive")
+    n = max(1, int(round(duration_s * sample_rate)))
+    # Each word's sample span [a, b); words are in time order and do not overlap.
+    spans = [(int(w.start_s * sample_rate), min(n, int(w.end_s * sample_rate))) for w in words]
+    first = 0  # first word that may still reach into the current chunk
+    for lo in range(0, n, chunk_samples):
+        hi = min(n, lo + chunk_samples)
+        audio = np.zeros(hi - lo, dtype=np.float32)
+        while first < len(spans) and spans[first][1] <= lo:
+            first += 1
+        for i in range(first, len(spans)):
+            a, b = spans[i]
+            if a >= hi:
+                break
+            if b <= a or b <= lo:
+                continue
+            x0, x1 = max(a, lo), min(b, hi)  # the part of the word in this chunk
+            k = np.arange(x0 - a, x1 - a, dtype=np.float32)  # sample index within the word
+            t = k / sample_rate
+            pitch = 140.0 + 20.0 * math.sin(i)  # a little prosody
+            tone = np.sin(2 * np.pi * pitch * t) + 0.4 * np.sin(2 * np.pi * 2 * pitch * t)
+            envelope = np.sin(np.pi * k / (b - a)) ** 0.5
+            audio[x0 - lo : x1 - lo] = 0.25 * tone * envelope
+        yield (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes()

@@ -1,5 +1,7 @@
 """The Anthropic emulator, driven by Pipecat's real AnthropicLLMService."""
 
+import json
+
 import aiohttp
 import pytest
 from anthropic import AsyncAnthropic
@@ -16,6 +18,7 @@ from pipecat_fast.testing.profiles import LatencyProfile
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 SYSTEM = "You are the front desk of a dental clinic. Keep answers short. " * 150
 REPLY = "Sure. Dr. Patel can see you Tuesday at 9:30. Shall I book it?"
+USER = [{"role": "user", "content": "x"}]
 
 
 def service(emulator, caching=True):
@@ -103,6 +106,10 @@ def test_partial_user_text_as_its_own_block_is_its_own_breakpoint():
         {"model": "m", "messages": [{"role": "user", "content": "x"}]},  # no max_tokens
         {"model": "m", "max_tokens": 5, "messages": []},
         {"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]},
+        {"model": "m", "max_tokens": True, "messages": USER},
+        {"model": "m", "max_tokens": 5, "messages": USER, "tools": [5]},
+        {"model": "m", "max_tokens": 5, "messages": USER, "system": [5]},
+        {"model": "m", "max_tokens": 5, "messages": USER, "stream": "y"},
     ],
 )
 async def test_malformed_requests_get_anthropic_error_shape(body):
@@ -112,3 +119,55 @@ async def test_malformed_requests_get_anthropic_error_shape(body):
                 assert r.status == 400
                 data = await r.json()
     assert data["type"] == "error" and data["error"]["type"] == "invalid_request_error"
+
+
+async def post_raw(url, data):
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        headers = {"Content-Type": "application/json"}
+        async with http.post(url, data=data, headers=headers) as r:
+            return r.status, await r.json()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "\xff"}]}',
+        b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], '
+        b'"tools": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}",
+        b'{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "a\\udc00"}]}',
+    ],
+    ids=["invalid-utf8", "deep-nesting", "lone-surrogate"],
+)
+async def test_unparsable_bodies_get_a_400_up_front_and_are_not_recorded(data):
+    slow = LatencyProfile("slow", 0, 0, 100, 0, 0.0, 2_000, 10_000, 0)  # 2 s to first token
+    async with AnthropicEmulator(slow) as emulator:
+        status, body = await post_raw(f"{emulator.base_url}/v1/messages", data)
+        assert emulator.requests == []
+    assert status == 400
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+
+
+async def test_a_body_over_the_size_limit_gets_request_too_large():
+    assert AnthropicEmulator.max_body_bytes == 32 * 1024 * 1024  # the documented 32 MB
+    emulator = AnthropicEmulator(FAST)
+    emulator.max_body_bytes = 4096
+    async with emulator:
+        big = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 5000}]}
+        status, body = await post_raw(f"{emulator.base_url}/v1/messages", json.dumps(big))
+    assert status == 413
+    assert body == {
+        "type": "error",
+        "error": {"type": "request_too_large", "message": body["error"]["message"]},
+    }
+
+
+async def test_a_prompt_over_the_context_window_is_too_long():
+    async with AnthropicEmulator(FAST, context_window=100) as emulator:
+        long = {"model": "m", "max_tokens": 5, "system": "word " * 500, "messages": USER}
+        status, body = await post_raw(f"{emulator.base_url}/v1/messages", json.dumps(long))
+        assert emulator.requests == []
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"].startswith("prompt is too long:")
+    assert body["error"]["message"].endswith("> 100 maximum")

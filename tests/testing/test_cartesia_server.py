@@ -1,7 +1,9 @@
 """The Cartesia emulator, driven by Pipecat's real CartesiaTTSService."""
 
+import asyncio
 import json
 import time
+import tracemalloc
 
 import pytest
 import websockets
@@ -19,7 +21,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 
 from pipecat_fast.testing.cartesia_server import CartesiaEmulator
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
-from pipecat_fast.testing.synth import plan_speech
+from pipecat_fast.testing.synth import plan_speech, render_pcm, render_pcm_chunks
 
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 
@@ -117,3 +119,74 @@ def _request(context_id, text, cont=True):
         "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
         "add_timestamps": True,
     }
+
+
+def _with_output(**output):
+    return json.dumps({**_request("c", "Hello there.", cont=False), "output_format": output})
+
+
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        (_with_output(encoding="pcm_s16le", sample_rate=0), "sample_rate"),
+        (_with_output(encoding="pcm_s16le", sample_rate=True), "sample_rate"),
+        (_with_output(encoding="pcm_s16le", sample_rate=-16000), "sample_rate"),
+        (_with_output(encoding="pcm_s16le", sample_rate=10_000_000), "sample_rate"),
+        (json.dumps({**_request("c", "Hi.", cont=False), "output_format": "pcm"}), "pcm_s16le"),
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON"),
+        (json.dumps(_request("c", "Hi \ud800 there.", cont=False)), "invalid JSON"),
+        (json.dumps(_request("c", "word " * 2_000, cont=False)), "transcript"),
+    ],
+    ids=[
+        "rate-0",
+        "rate-true",
+        "rate-negative",
+        "rate-10MHz",
+        "format-str",
+        "deep",
+        "surrogate",
+        "long",
+    ],
+)
+async def test_bad_requests_get_an_error_message_not_audio_a_hang_or_a_close(message, expected):
+    async with CartesiaEmulator(FAST) as emulator:
+        async with websockets.connect(emulator.url, additional_headers={"X-API-Key": "k"}) as ws:
+            await ws.send(message)
+            reply = json.loads(await asyncio.wait_for(ws.recv(), 2.0))
+            assert reply["type"] == "error" and reply["status_code"] == 400, reply
+            assert expected in reply["error"]
+            # The connection is still usable.
+            await ws.send(json.dumps(_request("ok", "Fine.", cont=False)))
+            assert json.loads(await asyncio.wait_for(ws.recv(), 2.0))["type"] == "timestamps"
+    assert "c" not in emulator.contexts
+
+
+async def test_long_speech_is_rendered_chunk_by_chunk_not_whole():
+    # ~5 minutes of speech at 48 kHz would be ~30 MB of PCM (and twice that while rendering).
+    text = "Thank you for calling, how can I help? " * 120
+    tracemalloc.start()
+    try:
+        async with CartesiaEmulator(FAST) as emulator:
+            async with websockets.connect(
+                emulator.url, additional_headers={"X-API-Key": "k"}
+            ) as ws:
+                request = _request("c", text, cont=False)
+                request["output_format"] = {**request["output_format"], "sample_rate": 48000}
+                await ws.send(json.dumps(request))
+                kinds = [
+                    json.loads(await asyncio.wait_for(ws.recv(), 5.0))["type"] for _ in range(3)
+                ]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kinds == ["timestamps", "chunk", "chunk"]
+    assert peak < 10 * 1024 * 1024, f"peak {peak / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("rate", [8000, 22050, 48000])
+def test_chunked_rendering_is_the_whole_rendering_cut_in_chunks(rate):
+    words, duration = plan_speech("Sure, I can do that. Your appointment is at 9:30.")
+    step = rate * 40 // 1000
+    chunks = list(render_pcm_chunks(words, duration, rate, step))
+    assert b"".join(chunks) == render_pcm(words, duration, rate)
+    assert all(len(c) == 2 * step for c in chunks[:-1]) and 0 < len(chunks[-1]) <= 2 * step

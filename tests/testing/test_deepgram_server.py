@@ -1,6 +1,8 @@
 """The Deepgram emulator, driven by Pipecat's real DeepgramSTTService."""
 
+import asyncio
 import json
+import time
 
 import pytest
 import websockets
@@ -127,17 +129,50 @@ async def test_bad_handshakes_are_rejected_like_deepgram(query, status):
     assert info.value.response.status_code == status
 
 
-async def test_malformed_control_message_gets_an_error_and_the_stream_continues():
+@pytest.mark.parametrize(
+    "control",
+    ["{nope", "[" * 100_000 + "]" * 100_000, json.dumps({"type": [1]}), '"\\ud800"'],
+    ids=["unparsable", "deep-nesting", "type-not-a-string", "lone-surrogate"],
+)
+async def test_malformed_control_message_gets_an_error_and_the_stream_continues(control):
     async with DeepgramEmulator(FAST) as emulator:
         url = f"{emulator.base_url}/v1/listen?encoding=linear16&sample_rate=16000"
         async with websockets.connect(url, additional_headers={"Authorization": "Token k"}) as ws:
-            await ws.send("{nope")
-            error = json.loads(await ws.recv())
+            await ws.send(control)
+            error = json.loads(await asyncio.wait_for(ws.recv(), 2.0))
             await ws.send(json.dumps({"type": "KeepAlive"}))
             await ws.send(json.dumps({"type": "CloseStream"}))
             closing = json.loads(await ws.recv())
     assert error["type"] == "Error"
     assert closing["type"] == "Metadata"
+
+
+async def test_a_large_audio_message_does_not_stall_the_event_loop():
+    stalls = []
+
+    async def ticker(stop):
+        last = time.monotonic()
+        while not stop.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            stalls.append(now - last - 0.01)
+            last = now
+
+    audio = silence(15 * 1024 * 1024 / 2 / RATE)  # 15 MiB, just under the 16 MiB frame limit
+    async with DeepgramEmulator(FAST) as emulator:
+        url = f"{emulator.base_url}/v1/listen?encoding=linear16&sample_rate=16000"
+        async with websockets.connect(url, additional_headers={"Authorization": "Token k"}) as ws:
+            stop = asyncio.Event()
+            ticking = asyncio.create_task(ticker(stop))
+            await ws.send(audio)
+            await ws.send(json.dumps({"type": "CloseStream"}))
+            metadata = json.loads(await asyncio.wait_for(ws.recv(), 10.0))
+            stop.set()
+            await ticking
+    assert metadata["type"] == "Metadata"
+    assert metadata["duration"] == pytest.approx(len(audio) / 2 / RATE, abs=0.02)
+    # Linear work is tens of ms for 15 MiB; re-slicing the buffer per frame took seconds.
+    assert max(stalls) < 1.0, f"event loop stalled {max(stalls):.2f} s"
 
 
 def test_onset_detector_finds_speech_after_silence_in_any_chunking():

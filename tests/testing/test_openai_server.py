@@ -1,5 +1,7 @@
 """The OpenAI-compatible emulator, driven by Pipecat's real OpenAILLMService."""
 
+import json
+
 import aiohttp
 import pytest
 from pipecat.frames.frames import ErrorFrame, LLMContextFrame, LLMTextFrame, MetricsFrame
@@ -11,12 +13,13 @@ from pipecat.tests.utils import run_test
 
 from pipecat_fast.testing.openai_server import OpenAIEmulator, render_chat_prompt, stream_pieces
 from pipecat_fast.testing.profiles import LatencyProfile
-from pipecat_fast.tokens import count_tokens
+from pipecat_fast.tokens import count_tokens, encode, encode_within
 
 # Zero-latency profile: tests assert behaviour, never timing.
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 SYSTEM = "You are the front desk of a dental clinic. " * 200  # ~2,000 tokens
 REPLY = "Of course. Dr. Patel has an opening at 9:30 on Tuesday. Shall I book it?"
+USER = [{"role": "user", "content": "x"}]
 
 
 def service(llm):
@@ -97,6 +100,17 @@ async def test_max_tokens_caps_the_reply_like_a_prefill_request():
             {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
             "max_tokens",
         ),
+        ({"model": "m", "messages": USER, "max_tokens": True}, "max_tokens"),
+        ({"model": "m", "messages": USER, "tools": [5]}, "tools[0]"),
+        ({"model": "m", "messages": USER, "stream": "no"}, "stream"),
+        (
+            {"model": "m", "messages": USER, "stream": True, "stream_options": 5},
+            "stream_options",
+        ),
+        (
+            {"model": "m", "messages": USER, "prompt_cache_key": {"a": 1}},
+            "prompt_cache_key",
+        ),
     ],
 )
 async def test_malformed_requests_get_openai_error_shape(body, param):
@@ -124,3 +138,66 @@ def test_stream_pieces_never_split_a_code_point():
     assert "".join(pieces) == "नमस्ते! 👋🏽 Hello"
     assert finish == "stop"
     assert all("\ufffd" not in p for p in pieces)
+
+
+DEEP = b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [' + (
+    b"[" * 100_000 + b"]" * 100_000 + b"]}"
+)
+
+
+async def post_raw(url, data):
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        headers = {"Content-Type": "application/json"}
+        async with http.post(url, data=data, headers=headers) as r:
+            return r.status, await r.json()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
+        DEEP,
+        b'{"model": "m", "messages": [{"role": "user", "content": "a\\ud800b"}]}',
+    ],
+    ids=["invalid-utf8", "deep-nesting", "lone-surrogate"],
+)
+async def test_unparsable_bodies_get_a_400_up_front_and_are_not_recorded(data):
+    slow = LatencyProfile("slow", 0, 0, 100, 0, 0.0, 2_000, 10_000, 0)  # 2 s to first token
+    async with OpenAIEmulator(slow) as llm:
+        status, body = await post_raw(f"{llm.base_url}/chat/completions", data)
+        assert llm.requests == []
+    assert status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "invalid JSON body" in body["error"]["message"]
+
+
+async def test_a_body_over_the_size_limit_gets_openai_error_json():
+    llm = OpenAIEmulator(FAST)
+    llm.max_body_bytes = 4096
+    async with llm:
+        big = {"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]}
+        status, body = await post_raw(f"{llm.base_url}/chat/completions", json.dumps(big))
+    assert status == 413
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "4096" in body["error"]["message"]
+
+
+async def test_a_prompt_over_the_context_window_gets_context_length_exceeded():
+    async with OpenAIEmulator(FAST, context_window=100) as llm:
+        long = {"model": "m", "messages": [{"role": "user", "content": "word " * 500}]}
+        status, body = await post_raw(f"{llm.base_url}/chat/completions", json.dumps(long))
+        short = {"model": "m", "messages": [{"role": "user", "content": "word " * 50}]}
+        ok, _ = await post_raw(f"{llm.base_url}/chat/completions", json.dumps(short))
+        assert len(llm.requests) == 1  # only the short one
+    assert status == 400 and ok == 200
+    assert body["error"]["code"] == "context_length_exceeded"
+    assert body["error"]["param"] == "messages"
+    assert body["error"]["type"] == "invalid_request_error"
+
+
+def test_counting_against_a_window_stops_soon_after_the_window():
+    text = "hello world " * 2_000_000  # 24 M characters, 4 M tokens
+    tokens = encode_within(text, 1_000)
+    assert 1_000 < len(tokens) < 100_000  # one 200,000-character piece, not the whole text
+    assert encode_within("hello world", 1_000) == encode("hello world")
