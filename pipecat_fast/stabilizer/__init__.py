@@ -11,6 +11,7 @@ from pipecat_fast.stabilizer.core import (
     PartialStabilizer,
     StabilizerCounters,
     StableUpdate,
+    join_words,
     prefill_delta,
     split_words,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "StableTranscriptFrame",
     "StableUpdate",
     "TwoUpdateStabilizer",
+    "join_words",
     "prefill_delta",
     "split_words",
 ]
