@@ -67,6 +67,11 @@ def parse_json(raw: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return value
 
 
+def is_json_int(value: Any) -> bool:
+    """An integer in JSON's sense: ``true`` and ``false`` parse to bools, not counts."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_tree(value: Any, max_depth: int, surrogates: bool) -> None:
     """Walk a parsed document without recursion: depth, and lone surrogates if ``surrogates``."""
 

@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from pipecat_fast.testing._loopback import sleep_ms
+from pipecat_fast.testing._loopback import is_json_int, sleep_ms
 from pipecat_fast.testing.openai_server import (
     OpenAIEmulator,
     RequestError,
@@ -115,7 +115,7 @@ def validate_messages_request(body: Any) -> dict[str, Any]:
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise RequestError("model: Field required", "model")
     max_tokens = body.get("max_tokens")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    if not is_json_int(max_tokens) or max_tokens < 1:
         raise RequestError("max_tokens: must be a positive integer", "max_tokens")
     if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise RequestError("stream: Input should be a valid boolean", "stream")

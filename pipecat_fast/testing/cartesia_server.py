@@ -22,7 +22,13 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pipecat_fast.testing._loopback import BadJSON, WebSocketEmulator, parse_json, sleep_ms
+from pipecat_fast.testing._loopback import (
+    BadJSON,
+    WebSocketEmulator,
+    is_json_int,
+    parse_json,
+    sleep_ms,
+)
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.testing.synth import plan_speech, render_pcm_chunks
 
@@ -197,7 +203,7 @@ class CartesiaEmulator(WebSocketEmulator):
         if not isinstance(output, dict) or output.get("encoding") != "pcm_s16le":
             return "output_format needs pcm_s16le and a sample_rate"
         rate = output.get("sample_rate")
-        if isinstance(rate, bool) or not isinstance(rate, int):
+        if not is_json_int(rate):
             return "output_format needs pcm_s16le and a sample_rate"
         if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
             return (

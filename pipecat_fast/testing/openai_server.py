@@ -30,7 +30,13 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from pipecat_fast.testing._loopback import BadJSON, HttpEmulator, parse_json, sleep_ms
+from pipecat_fast.testing._loopback import (
+    BadJSON,
+    HttpEmulator,
+    is_json_int,
+    parse_json,
+    sleep_ms,
+)
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
@@ -180,7 +186,7 @@ def validate_chat_request(body: Any) -> dict[str, Any]:
             raise RequestError(f"messages[{i}] needs a valid role", f"messages[{i}].role")
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)
-        if value is not None and (not _is_int(value) or value < 1):
+        if value is not None and (not is_json_int(value) or value < 1):
             raise RequestError(f"{name} must be a positive integer", name)
     tools = body.get("tools")
     if tools is not None:
@@ -204,11 +210,6 @@ def validate_chat_request(body: Any) -> dict[str, Any]:
     if key is not None and not isinstance(key, str):
         raise RequestError("prompt_cache_key must be a string", "prompt_cache_key")
     return body
-
-
-def _is_int(value: Any) -> bool:
-    """An integer in JSON's sense: ``true`` and ``false`` parse to Python bools, not counts."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class ReplyBook:

@@ -14,6 +14,7 @@ from pipecat.tests.utils import run_test
 
 from pipecat_fast.testing.anthropic_server import AnthropicEmulator, render_blocks
 from pipecat_fast.testing.profiles import LatencyProfile
+from tests.testing.http_helpers import post_raw
 
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 SYSTEM = "You are the front desk of a dental clinic. Keep answers short. " * 150
@@ -119,14 +120,6 @@ async def test_malformed_requests_get_anthropic_error_shape(body):
                 assert r.status == 400
                 data = await r.json()
     assert data["type"] == "error" and data["error"]["type"] == "invalid_request_error"
-
-
-async def post_raw(url, data):
-    timeout = aiohttp.ClientTimeout(total=5)
-    async with aiohttp.ClientSession(timeout=timeout) as http:
-        headers = {"Content-Type": "application/json"}
-        async with http.post(url, data=data, headers=headers) as r:
-            return r.status, await r.json()
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from pipecat.tests.utils import run_test
 from pipecat_fast.testing.openai_server import OpenAIEmulator, render_chat_prompt, stream_pieces
 from pipecat_fast.testing.profiles import LatencyProfile
 from pipecat_fast.tokens import count_tokens, encode, encode_within
+from tests.testing.http_helpers import post_raw
 
 # Zero-latency profile: tests assert behaviour, never timing.
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
@@ -143,14 +144,6 @@ def test_stream_pieces_never_split_a_code_point():
 DEEP = b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [' + (
     b"[" * 100_000 + b"]" * 100_000 + b"]}"
 )
-
-
-async def post_raw(url, data):
-    timeout = aiohttp.ClientTimeout(total=5)
-    async with aiohttp.ClientSession(timeout=timeout) as http:
-        headers = {"Content-Type": "application/json"}
-        async with http.post(url, data=data, headers=headers) as r:
-            return r.status, await r.json()
 
 
 @pytest.mark.parametrize(
