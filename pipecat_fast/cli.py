@@ -22,15 +22,15 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "stock vs pipecat-fast configurations, interleaved call by call (default)",
     ),
     "sbd": (
-        "pipecat_fast.aggregator.evaluation",
+        "pipecat_fast.bench.evals.sbd",
         "streaming sentence-boundary accuracy: ours vs Pipecat vs pySBD",
     ),
     "partials": (
-        "pipecat_fast.stabilizer.evaluation",
+        "pipecat_fast.bench.evals.partials",
         "prefill tokens re-read on real ASR partial sequences",
     ),
     "lint": (
-        "pipecat_fast.lint.evaluation",
+        "pipecat_fast.bench.evals.lint",
         "real-prompt confusion table for the cache-bust linter",
     ),
 }

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from pipecat_fast.testing.shared_data import shared_data_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = shared_data_dir()
 
 
 @pytest.fixture

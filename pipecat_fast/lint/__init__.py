@@ -14,9 +14,9 @@ from pipecat_fast.lint.diff import RenderDiff, diff_renders
 from pipecat_fast.lint.files import FileReport, lint_json, lint_path
 from pipecat_fast.lint.findings import RULES, Finding, Frequency, Position, Rule, Severity
 from pipecat_fast.lint.guard_core import GuardWarning, PrefixTracker
-from pipecat_fast.lint.minimums import PrefixMinimum, load_table, prefix_minimum
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
+from pipecat_fast.providers.llm import PrefixMinimum, load_table, prefix_minimum
 
 __all__ = [
     "RULES",

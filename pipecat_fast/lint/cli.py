@@ -23,8 +23,8 @@ from pipecat_fast.lint.files import (
     read_input,
 )
 from pipecat_fast.lint.findings import Frequency, Severity
-from pipecat_fast.lint.minimums import load_table, prefix_minimum, providers
 from pipecat_fast.lint.report import to_json, to_sarif, write_human, write_json
+from pipecat_fast.providers.llm import load_table, prefix_minimum, providers
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", help="model id for the minimum (e.g. gpt-4o, claude-haiku-4-5)")
     parser.add_argument(
-        "--minimums", metavar="JSON", help="own minimum-prefix table (shape of minimums.json)"
+        "--minimums",
+        metavar="JSON",
+        help="own minimum-prefix table (shape of providers/llm_cache.json)",
     )
     parser.add_argument(
         "--fail-on",

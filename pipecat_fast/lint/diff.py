@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Frequency, grade, position_band, shorten
-from pipecat_fast.lint.minimums import prefix_minimum
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.textmap import TextMap, encode_long
+from pipecat_fast.providers.llm import prefix_minimum
 
 
 @dataclass

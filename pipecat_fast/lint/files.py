@@ -19,11 +19,11 @@ from loguru import logger
 
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Severity
-from pipecat_fast.lint.minimums import prefix_minimum
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
 from pipecat_fast.lint.textmap import TextMap
 from pipecat_fast.lint.vocab import words
+from pipecat_fast.providers.llm import prefix_minimum
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 """Read at most this much of a file (4 MiB, about a million tokens: past any model's context

@@ -32,11 +32,9 @@ from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, ProcessorSetUp
 from pipecat.services.llm_service import LLMService
 
+from pipecat_fast._pipecat import llm_provider
 from pipecat_fast.lint.guard_core import GuardWarning, PrefixTracker
-from pipecat_fast.lint.minimums import prefix_minimum
-
-NET_OF_CACHE_MODULES = ("anthropic", "aws", "bedrock")
-"""Services whose ``prompt_tokens`` exclude cached tokens (Pipecat ``LLMTokenUsage`` docs)."""
+from pipecat_fast.providers import cache_facts, prefix_minimum
 
 
 def pipecat_addons() -> dict[str, str]:
@@ -81,7 +79,7 @@ class CacheBustGuard(BaseObserver):
         after_turns: Warn about zero cache reads after this many eligible requests.
         llm: Watch only this service; ``None`` watches every ``LLMService``.
         net_of_cache: Whether the service's ``prompt_tokens`` exclude cached tokens;
-            ``None`` infers it from the service's module (Anthropic/Bedrock: net).
+            ``None`` takes it from the provider registry (Anthropic/Bedrock: net).
         **kwargs: Passed to :class:`BaseObserver`.
 
     Raises:
@@ -215,7 +213,9 @@ class CacheBustGuard(BaseObserver):
     def _cbg_usage(self, service: Any, frame: MetricsFrame) -> None:
         net = self._cbg_net
         if net is None:
-            net = any(p in NET_OF_CACHE_MODULES for p in type(service).__module__.split("."))
+            # Anthropic/Bedrock count input tokens net of cache reads and writes (registry).
+            name = llm_provider(service)
+            net = cache_facts(name).net_of_cache if name else False
         for item in frame.data:
             if not isinstance(item, LLMUsageMetricsData):
                 continue

@@ -14,9 +14,9 @@ from pipecat_fast.lint.findings import (
     position_band,
     shorten,
 )
-from pipecat_fast.lint.minimums import PrefixMinimum, prefix_minimum
 from pipecat_fast.lint.text_rules import Span, detect
 from pipecat_fast.lint.textmap import TextMap
+from pipecat_fast.providers.llm import PrefixMinimum, prefix_minimum
 
 
 def volatile_message(
@@ -126,7 +126,8 @@ def lint_prompt(
         tools_tokens: Tokens of the tool definitions sent before the prompt (tools precede
             the system prompt in OpenAI's and Anthropic's cached prefix).
         encoding: Token encoding for offsets (``o200k_base`` default).
-        table: Minimum-prefix table (``minimums.load_table``); the bundled one by default.
+        table: Minimum-prefix table (``pipecat_fast.providers.load_table``); the bundled
+            one by default.
 
     Returns:
         Findings sorted by character offset. Empty or whitespace-only text has none.

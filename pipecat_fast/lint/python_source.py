@@ -30,13 +30,13 @@ from pipecat_fast.lint.findings import (
     position_band,
     shorten,
 )
-from pipecat_fast.lint.minimums import PrefixMinimum, prefix_minimum
 from pipecat_fast.lint.prompt import below_minimum_message
 from pipecat_fast.lint.py_classify import Classifier, Source
 from pipecat_fast.lint.py_index import ModuleIndex
 from pipecat_fast.lint.py_render import Hole, Renderer
 from pipecat_fast.lint.textmap import TextMap
 from pipecat_fast.lint.vocab import words
+from pipecat_fast.providers.llm import PrefixMinimum, prefix_minimum
 
 SYSTEM_WORDS = {
     "prompt",

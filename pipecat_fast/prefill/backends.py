@@ -19,7 +19,8 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.llm_service import LLMService
 from pipecat.utils.types import is_given
 
-from pipecat_fast.lint.minimums import prefix_minimum
+from pipecat_fast._pipecat import llm_identity, llm_provider
+from pipecat_fast.providers import identify_provider, prefix_minimum
 from pipecat_fast.tokens import count_tokens
 
 
@@ -76,24 +77,35 @@ class OpenAIPrefill:
         llm: The pipeline's OpenAI-compatible LLM service (a ``BaseOpenAILLMService``).
         min_prompt_tokens: The provider's minimum cacheable prompt; OpenAI caches from
             1,024 tokens, self-hosted engines from 0 (``prompt_caching_rules.md``). Default:
-            the linter's table (:func:`pipecat_fast.lint.minimums.prefix_minimum`) when the
-            service points at ``api.openai.com``, else 0.
+            the provider registry's figure (:func:`pipecat_fast.providers.prefix_minimum`)
+            for the provider the service and its model identify
+            (:func:`pipecat_fast.providers.identify_provider`: ``gpt-4o`` is OpenAI's
+            wherever it is served), else 0 (a self-hosted engine caches any prefix).
+        provider: The provider's registry name, when the service and model do not say
+            (``"vllm"``, ``"sglang"``, ``"llama.cpp"``...).
 
     Raises:
         TypeError: If ``llm`` is not OpenAI-compatible.
     """
 
-    def __init__(self, llm: LLMService, *, min_prompt_tokens: int | None = None):
+    def __init__(
+        self,
+        llm: LLMService,
+        *,
+        min_prompt_tokens: int | None = None,
+        provider: str | None = None,
+    ):
         if not hasattr(llm, "build_chat_completion_params") or not hasattr(llm, "_client"):
             raise TypeError(f"{llm} is not an OpenAI-compatible Pipecat LLM service")
         self.llm = llm
-        base_url = str(getattr(llm._client, "base_url", ""))
-        # OpenAI's own API and Azure OpenAI cache from the documented minimum; self-hosted
-        # OpenAI-compatible engines (vLLM, SGLang, llama.cpp) cache any prefix.
-        self._hosted = any(host in base_url for host in ("api.openai.com", "openai.azure.com"))
+        ident = llm_identity(llm)
+        # OpenAI's own API wants max_completion_tokens (its reasoning models reject
+        # max_tokens); every OpenAI-compatible engine reads max_tokens.
+        self._hosted = identify_provider(base_url=ident.base_url) == "openai"
+        self.provider = llm_provider(llm, provider)
         if min_prompt_tokens is None:
-            model = str(getattr(llm._settings, "model", "") or "")
-            min_prompt_tokens = prefix_minimum("openai", model).tokens if self._hosted else 0
+            minimum = prefix_minimum(self.provider, ident.model) if self.provider else None
+            min_prompt_tokens = minimum.tokens if minimum else 0
         self.min_prompt_tokens = min_prompt_tokens
 
     async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:

@@ -28,17 +28,12 @@ from pathlib import Path
 from statistics import median
 
 from pipecat_fast.testing.deepgram_server import ScriptedUtterance
+from pipecat_fast.testing.shared_data import shared_data_dir
 from pipecat_fast.textnorm import normalize_words
 
 SHIPPED_MODEL_PATH = Path(__file__).parent / "data" / "asr_revisions.json"
 # ../shared/data beside the project root (absent in an installed wheel).
-DEFAULT_PARTIALS_PATH = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "data"
-    / "stt"
-    / "pocketsphinx_partials.jsonl"
-)
+DEFAULT_PARTIALS_PATH = shared_data_dir() / "stt" / "pocketsphinx_partials.jsonl"
 WRONG_WORDS_KEPT = 40
 
 

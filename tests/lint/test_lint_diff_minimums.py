@@ -6,7 +6,7 @@ import pytest
 
 from pipecat_fast import tokens
 from pipecat_fast.lint import Frequency, Position, Severity, diff_renders, prefix_minimum
-from pipecat_fast.lint.minimums import load_table, providers
+from pipecat_fast.providers.llm import load_table, providers
 
 BODY = "Greet the caller, confirm the booking, keep it short. " * 100
 

@@ -61,7 +61,16 @@ def test_backend_is_picked_by_provider():
     assert isinstance(backend_for(openai), OpenAIPrefill)
     hosted = OpenAILLMService(api_key="k", settings=OpenAILLMService.Settings(model="gpt-4.1"))
     assert backend_for(hosted).min_prompt_tokens == 1024
-    assert backend_for(openai).min_prompt_tokens == 0
+    # An OpenAI model keeps OpenAI's floor wherever it is served (a proxy, an emulator)...
+    assert backend_for(openai).min_prompt_tokens == 1024
+    # ...a self-hosted engine's own model has none, and an explicit provider wins.
+    engine = OpenAILLMService(
+        api_key="k",
+        base_url="http://127.0.0.1:1/v1",
+        settings=OpenAILLMService.Settings(model="qwen2.5-7b-instruct"),
+    )
+    assert backend_for(engine).min_prompt_tokens == 0
+    assert OpenAIPrefill(openai, provider="llama.cpp").min_prompt_tokens == 0
     # Prompt caching off: the real request would never read what a prefill writes.
     assert backend_for(anthropic).min_prompt_tokens > 10**9
     cached = AnthropicLLMService(

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from pipecat_fast.stabilizer import evaluation
-from pipecat_fast.stabilizer.evaluation import TimedSequence, evaluate, ready_times
+from pipecat_fast.bench.evals import partials as evaluation
+from pipecat_fast.bench.evals.partials import TimedSequence, evaluate, ready_times
 from pipecat_fast.tokens import count_tokens
 
 BOSTON = TimedSequence(

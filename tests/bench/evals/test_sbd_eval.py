@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pipecat_fast.aggregator.evaluation import Case, evaluate, grapheme_splits, norm_list, passes
+from pipecat_fast.bench.evals.sbd import Case, evaluate, grapheme_splits, norm_list, passes
 from pipecat_fast.cli import main
 
 

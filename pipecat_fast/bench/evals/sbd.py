@@ -47,10 +47,9 @@ from pathlib import Path
 import regex
 
 from pipecat_fast.aggregator.core import SegmenterConfig, StreamSegmenter
+from pipecat_fast.testing.shared_data import shared_data_dir
 
-_CHECKOUT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-# ../shared/data beside a source checkout, else beside the current directory.
-DEFAULT_DATA = _CHECKOUT_DATA if _CHECKOUT_DATA.is_dir() else Path.cwd().parent / "shared" / "data"
+DEFAULT_DATA = shared_data_dir()
 MODES = ("tokens", "chars", "words")
 AGGREGATORS = ("ours", "pipecat")
 

@@ -7,7 +7,7 @@ flagged *by the right rule* when that rule matches the kind of content the verdi
 CB301 (prefix below minimum) answers a different question and is reported beside the
 table, not counted in it.
 
-Run: ``python -m pipecat_fast.lint.evaluation [PROMPTS_DIR] [--provider openai]``.
+Run: ``python -m pipecat_fast.bench.evals.lint [PROMPTS_DIR] [--provider openai]``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pathlib import Path
 
 from pipecat_fast.lint.findings import VOLATILE_RULES, Finding, Severity
 from pipecat_fast.lint.python_source import lint_python_source
+from pipecat_fast.testing.shared_data import shared_data_dir
 
-DEFAULT_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "prompts"
+DEFAULT_DIR = shared_data_dir() / "prompts"
 """``../shared/data/prompts`` next to a project checkout."""
 
 _FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipecat_fast.lint.evaluation [PROMPTS_DIR] [--provider P]``."""
+    """``python -m pipecat_fast.bench.evals.lint [PROMPTS_DIR] [--provider P]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
+from pipecat_fast.bench.evals.lint import evaluate, expected_rule, parse_excerpt
 from pipecat_fast.lint import Severity, lint_python_source
-from pipecat_fast.lint.evaluation import evaluate, expected_rule, parse_excerpt
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "lint" / "fixtures"
 
 
 def test_real_prompts_meet_the_issue_goal(shared_data):
