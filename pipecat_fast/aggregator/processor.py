@@ -32,6 +32,7 @@ from pipecat.processors.aggregators.llm_text_processor import LLMTextProcessor
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.utils.text.base_text_aggregator import Aggregation, BaseTextAggregator, TextType
 
+from pipecat_fast._pipecat import text_processor_frame, text_processor_skip_tts
 from pipecat_fast.aggregator.core import Chunk, ChunkKind, SegmenterConfig, StreamSegmenter
 from pipecat_fast.aggregator.rules import is_unspaced_script
 
@@ -208,10 +209,10 @@ class FastTextProcessor(LLMTextProcessor):
     async def _pf_release_stalled(self) -> None:
         """Push what the segmenter releases for a stalled reply, through the text transforms."""
         for aggregation in self._pf_aggregator.poll():
-            frame = await self._aggregated_text_frame(aggregation)
+            frame = await text_processor_frame(self, aggregation)
             if frame is not None:
                 frame.append_to_context = True
-                frame.skip_tts = self._skip_tts
+                frame.skip_tts = text_processor_skip_tts(self)
                 await self.push_frame(frame)
 
 

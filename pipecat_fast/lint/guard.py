@@ -32,7 +32,7 @@ from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, ProcessorSetUp
 from pipecat.services.llm_service import LLMService
 
-from pipecat_fast._pipecat import llm_provider
+from pipecat_fast._pipecat import add_inline_frame_hooks, llm_provider
 from pipecat_fast.lint.guard_core import GuardWarning, PrefixTracker
 from pipecat_fast.providers import cache_facts, prefix_minimum
 
@@ -142,9 +142,15 @@ class CacheBustGuard(BaseObserver):
         if id(service) in self._cbg_attached:
             return
         self._cbg_attached.add(id(service))
-        service.add_event_handler("on_before_process_frame", self._cbg_before_process)
-        service.add_event_handler("on_before_push_frame", self._cbg_before_push)
-        service.add_event_handler("on_after_process_frame", self._cbg_after_process)
+        try:
+            add_inline_frame_hooks(
+                service,
+                before_process=self._cbg_before_process,
+                before_push=self._cbg_before_push,
+                after_process=self._cbg_after_process,
+            )
+        except RuntimeError as e:  # fail open: a Pipecat that runs these hooks in a task
+            self._cbg_fail("hook into the LLM service", e)
 
     def _cbg_report(self, service: Any, found: list[GuardWarning]) -> None:
         for w in found:

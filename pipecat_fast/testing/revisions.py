@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from statistics import median
 
+from pipecat_fast.prefix import common_prefix_len
 from pipecat_fast.testing.deepgram_server import ScriptedUtterance
 from pipecat_fast.testing.shared_data import shared_data_dir
 from pipecat_fast.textnorm import normalize_words
@@ -89,15 +90,6 @@ def load_partial_sequences(path: str | Path = DEFAULT_PARTIALS_PATH) -> list[Par
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a partial sequence: {e}") from e
     return sequences
-
-
-def _common_prefix_len(a: Sequence[str], b: Sequence[str]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass(frozen=True)
@@ -211,7 +203,7 @@ def fit_revision_model(
         for (t0, a), (t1, b) in zip(hyps, hyps[1:], strict=False):
             updates += 1
             gaps.append(t1 - t0)
-            keep = _common_prefix_len(a, b)
+            keep = common_prefix_len(a, b)
             if keep < len(a):
                 revisions += 1
                 touched[len(a) - keep] += 1
