@@ -108,7 +108,13 @@ class OpenAIPrefill:
             min_prompt_tokens = minimum.tokens if minimum else 0
         self.min_prompt_tokens = min_prompt_tokens
 
-    async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
+    async def render(self, context: LLMContext, user_text: str) -> dict[str, Any]:
+        """The request the service sends for ``context`` plus a user message ``user_text``.
+
+        Rendered by the service's own adapter and ``build_chat_completion_params`` (system
+        instruction, tools, model, settings, ``extra``), unchanged: streaming, with the
+        service's own output cap. Shared by the prefill and the session warmup.
+        """
         llm = self.llm
         adapter = llm.get_llm_adapter()
         system = llm._settings.system_instruction
@@ -117,7 +123,15 @@ class OpenAIPrefill:
             system_instruction=system if is_given(system) else None,
             convert_developer_to_user=not llm.supports_developer_role,
         )
-        params = llm.build_chat_completion_params(invocation)
+        return llm.build_chat_completion_params(invocation)
+
+    @property
+    def hosted_openai(self) -> bool:
+        """Whether the service talks to OpenAI's own API (which reads ``max_completion_tokens``)."""
+        return self._hosted
+
+    async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
+        params = await self.render(context, user_text)
         params.pop("stream_options", None)
         params.pop("max_completion_tokens", None)
         params.pop("max_tokens", None)
@@ -183,6 +197,17 @@ class AnthropicPrefill:
             )
             min_prompt_tokens = sys.maxsize
         self.min_prompt_tokens = min_prompt_tokens
+
+    async def render(self, context: LLMContext, user_text: str) -> dict[str, Any]:
+        """The prefill's request without its output cap (shared with the session warmup).
+
+        The service's own rendering (its adapter, with Pipecat's cache markers) of ``context``
+        plus ``user_text`` as a marked user message of its own, a breakpoint at the end of the
+        history before it, ``model`` and ``tools``.
+        """
+        params = await self._params(context, user_text)
+        params.pop("max_tokens", None)
+        return params
 
     async def _params(self, context: LLMContext, user_text: str) -> dict[str, Any]:
         invocation = await self.llm._get_llm_invocation_params(
