@@ -17,7 +17,7 @@ from pipecat_fast.stabilizer.core import (
 )
 
 _LAZY = {
-    "StableTranscriptFrame": "pipecat_fast.stabilizer.frames",
+    "StableTranscriptFrame": "pipecat_fast.frames",
     "TwoUpdateStabilizer": "pipecat_fast.stabilizer.processor",
 }
 

@@ -14,8 +14,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from pipecat_fast.frames import StableTranscriptFrame
 from pipecat_fast.stabilizer.core import Mode, PartialStabilizer, StabilizerCounters
-from pipecat_fast.stabilizer.frames import StableTranscriptFrame
 from pipecat_fast.tokens import DEFAULT_ENCODING
 
 
@@ -37,10 +37,17 @@ class TwoUpdateStabilizer(FrameProcessor):
     ``TranscriptionFrame`` that changes the stable prefix (see
     :class:`~pipecat_fast.stabilizer.core.PartialStabilizer`), a ``StableTranscriptFrame``
     follows it downstream. State resets when the user turn ends: on the
-    ``UserStoppedSpeakingFrame`` the aggregator broadcasts (it reaches this processor going
-    upstream; a downstream copy, from a turn processor placed before it, works too, and the
-    two copies of one broadcast end one turn). Interruptions, including the one the first
-    interim of a turn triggers, do not reset it.
+    ``UserStoppedSpeakingFrame`` the aggregator broadcasts: it reaches this processor going
+    upstream, from the aggregator, which has already seen every transcript of the turn. A
+    downstream copy, from a turn processor placed before this one, ends the turn too, but a
+    system frame overtakes the data frames queued here (Pipecat runs system frames first), so
+    a transcript still queued would count in the next turn: place the stabiliser before the
+    aggregator that ends the turns. The two copies of one broadcast end one turn.
+    Interruptions, including the one the first interim of a turn triggers, do not reset it.
+
+    ``StableTranscriptFrame`` is an uninterruptible data frame (see
+    :mod:`pipecat_fast.frames`), so it reaches the next processors in order, right after the
+    transcript it came from, and no interruption drops it.
 
     Bad input never stops the pipeline: empty, whitespace- or punctuation-only transcripts
     and interims older than the newest one (by their ISO 8601 ``timestamp``) are ignored

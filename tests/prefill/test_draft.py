@@ -125,7 +125,10 @@ async def test_final_transcript_that_differs_discards_the_draft_and_runs_the_nor
         stable = StableTranscriptFrame(
             text="I want to book", word_count=4, new_words=4, retracted=0, final=False, turn=0
         )
-        frames = [*speech(), stable, VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
+        # The stable frame is a data frame, like the final in speech(): the sleep keeps the
+        # system frame that follows from overtaking it.
+        frames = [*speech(), stable, SleepFrame(0.05)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
         frames += [TranscriptionFrame("I want to book a table.", "caller", "t"), SleepFrame(1.2)]
         await run_test(pipeline, frames_to_send=frames)
     assert draft.outcomes == ["discarded"]

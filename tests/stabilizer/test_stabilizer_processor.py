@@ -1,5 +1,6 @@
 """TwoUpdateStabilizer on fake frame streams, alone and before the real user aggregator."""
 
+import asyncio
 from dataclasses import dataclass
 
 from pipecat.frames.frames import (
@@ -25,10 +26,6 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from pipecat_fast.stabilizer import StableTranscriptFrame, TwoUpdateStabilizer
 
-# Lets the processor finish one frame before the next arrives: system frames (the stable
-# frames, UserStoppedSpeakingFrame) otherwise overtake queued data frames.
-GAP = SleepFrame(0.02)
-
 
 def interim(text, ts="2026-01-01T00:00:00.000+00:00", user="caller"):
     return InterimTranscriptionFrame(text, user, ts)
@@ -38,19 +35,12 @@ def final(text, ts="2026-01-01T00:00:00.000+00:00", user="caller"):
     return TranscriptionFrame(text, user, ts)
 
 
-def spaced(*frames):
-    out = []
-    for f in frames:
-        out += [f, GAP]
-    return out
-
-
 def stable(frames):
     return [f for f in frames if isinstance(f, StableTranscriptFrame)]
 
 
 async def run(processor, *frames):
-    down, _ = await run_test(processor, frames_to_send=spaced(*frames))
+    down, _ = await run_test(processor, frames_to_send=list(frames))
     return down
 
 
@@ -75,6 +65,39 @@ async def test_every_frame_passes_on_unchanged_and_stable_frames_follow_their_ca
     assert [f.final for f in frames] == [False, False, True]
     assert {f.turn for f in frames} == {0}
     assert {f.user_id for f in frames} == {"caller"}
+
+
+class Busy(FrameProcessor):
+    """A processor that takes 10 ms per transcript, so frames queue up in front of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.order = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if isinstance(frame, (InterimTranscriptionFrame, StableTranscriptFrame)):
+            self.order.append(type(frame).__name__)
+            if isinstance(frame, InterimTranscriptionFrame):
+                await asyncio.sleep(0.01)
+        await self.push_frame(frame, direction)
+
+
+async def test_a_stable_frame_never_overtakes_its_interim_in_a_busy_processor_after_it():
+    """The stable frame is a data frame: Pipecat's queues keep it behind the interim that
+    made it, even where frames queue up (a system frame would jump that queue)."""
+    busy = Busy()
+    sent = [interim("book"), interim("book a"), interim("book a table"), interim("book a table")]
+    await run_test(Pipeline([TwoUpdateStabilizer(), busy]), frames_to_send=sent)
+    assert busy.order == [
+        "InterimTranscriptionFrame",
+        "InterimTranscriptionFrame",
+        "StableTranscriptFrame",
+        "InterimTranscriptionFrame",
+        "StableTranscriptFrame",
+        "InterimTranscriptionFrame",
+        "StableTranscriptFrame",
+    ]
 
 
 async def test_updates_is_configurable():
@@ -144,7 +167,10 @@ async def test_a_final_that_differs_completely_from_the_partials():
 
 
 async def test_separate_short_utterances_do_not_accumulate():
-    proc = TwoUpdateStabilizer()
+    # Direct mode: each frame is processed as it arrives, so the turn ends exactly where the
+    # UserStoppedSpeakingFrame was sent (a system frame would otherwise overtake the queued
+    # transcripts, which the aggregator-after-stabiliser placement avoids; see below).
+    proc = TwoUpdateStabilizer(enable_direct_mode=True)
     down = await run(
         proc,
         final("Okay."),
@@ -183,7 +209,7 @@ async def test_an_interruption_mid_turn_keeps_the_turn():
 
 
 async def test_one_broadcast_ends_one_turn_and_a_stop_with_no_turn_is_a_no_op():
-    proc = TwoUpdateStabilizer()
+    proc = TwoUpdateStabilizer(enable_direct_mode=True)  # frames in the order sent, as above
     a, b = UserStoppedSpeakingFrame(), UserStoppedSpeakingFrame()
     a.broadcast_sibling_id, b.broadcast_sibling_id = b.id, a.id
     await run(proc, UserStoppedSpeakingFrame(), final("Okay."), a, b, final("Yes."))
@@ -198,7 +224,7 @@ async def test_odd_frames_are_logged_and_ignored():
     upstream = interim("book a")
     down, up = await run_test(
         proc,
-        frames_to_send=[upstream, GAP, interim("book a table"), GAP],
+        frames_to_send=[upstream, interim("book a table")],
         frames_to_send_direction=FrameDirection.UPSTREAM,
     )
     assert upstream in up and not stable(up) and not stable(down)
@@ -253,6 +279,9 @@ class Spy(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
+STT_PACE = SleepFrame(0.05)
+
+
 def user_aggregator():
     strategies = UserTurnStrategies(
         start=[TranscriptionUserTurnStartStrategy()],
@@ -265,10 +294,11 @@ def user_aggregator():
 
 async def test_stable_frames_survive_the_interruption_the_first_interim_triggers():
     """Pipecat 1.14: the first interim starts the user turn and the aggregator broadcasts an
-    interruption that drops data frames queued behind it; the stable frame (a SystemFrame)
-    survives. Both run in one pipeline, so the comparison is like for like."""
+    interruption that drops the data frames queued behind it; the stable frame (a data frame
+    marked uninterruptible) survives. Both run in one pipeline, so the comparison is like for
+    like."""
     pipeline = Pipeline([TwoUpdateStabilizer(updates=1), MarkAfterInterims(), user_aggregator()])
-    down, _ = await run_test(pipeline, frames_to_send=[interim("book"), SleepFrame(0.2)])
+    down, _ = await run_test(pipeline, frames_to_send=[interim("book")])
     assert [f.text for f in stable(down)] == ["book"]
     assert any(isinstance(f, InterruptionFrame) for f in down)
     assert not [f for f in down if isinstance(f, DataMarker)]  # the data frame was dropped
@@ -277,17 +307,19 @@ async def test_stable_frames_survive_the_interruption_the_first_interim_triggers
 async def test_with_the_real_aggregator_turns_reset_on_its_upstream_user_stopped_frame():
     spy, proc = Spy(), TwoUpdateStabilizer()
     pipeline = Pipeline([spy, proc, user_aggregator()])
+    # The first interim of a turn makes the aggregator start the turn and broadcast an
+    # interruption, which drops the transcripts already queued behind that interim (the
+    # stable frames survive it, see above). A real STT sends its next result tens of ms
+    # later; STT_PACE stands for that. It orders nothing: queues do.
     frames = [
         interim("book"),
-        GAP,
+        STT_PACE,
         interim("book a"),
-        GAP,
         final("Book a table."),
-        SleepFrame(0.3),  # the stop strategy ends the turn
+        SleepFrame(0.3),  # the caller's pause: the stop strategy's 50 ms timeout ends the turn
         interim("at"),
-        GAP,
+        STT_PACE,
         interim("at eight"),
-        GAP,
         final("At eight."),
         SleepFrame(0.3),
     ]
