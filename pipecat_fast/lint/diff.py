@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Frequency, grade, position_band, shorten
 from pipecat_fast.lint.prompt import lint_prompt
-from pipecat_fast.lint.textmap import TextMap, encode_long
+from pipecat_fast.lint.textmap import TextMap
 from pipecat_fast.providers.llm import prefix_minimum
 
 
@@ -99,7 +99,7 @@ def diff_renders(
         ValueError: If ``provider`` is not in the table.
     """
     minimum = prefix_minimum(provider, model, table)
-    ta, tb = encode_long(a, encoding), encode_long(b, encoding)
+    ta, tb = tokens.encode(a, encoding), tokens.encode(b, encoding)
     common_tokens = _common_prefix_len(ta, tb)
     cacheable = minimum.cacheable(common_tokens) if minimum else common_tokens
     placeholder_findings = [

@@ -21,7 +21,6 @@ from typing import Any
 
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import shorten
-from pipecat_fast.lint.textmap import count_long
 
 PART_SEPARATOR = "\n"
 
@@ -212,7 +211,7 @@ class PrefixTracker:
         new = parts[j] if j < len(parts) else None
         local = _common_prefix(old.text, new.text) if new and new.kind == old.kind else 0
         char = offset + local
-        token = count_long(joined[:char], self.encoding)
+        token = tokens.count_tokens(joined[:char], self.encoding)
         detail: dict[str, Any] = {}
         if new is None:
             cause, what = "history", "the history is shorter than before (messages removed)"

@@ -1,6 +1,6 @@
 import pytest
 
-from pipecat_fast.tokens import count_tokens, encode, token_offset_at
+from pipecat_fast.tokens import count_tokens, encode, get_encoding, token_byte_ends
 
 
 def test_counts_match_the_real_o200k_vocabulary():
@@ -16,11 +16,21 @@ def test_huge_texts_are_encoded_in_pieces_with_the_same_count():
     assert count_tokens(text) == small + 119_000 * per_word
 
 
-def test_token_offset_of_a_character():
-    text = "Current time is 14:03:22. You are a receptionist."
-    assert token_offset_at(text, 0) == 0
-    assert token_offset_at(text, len(text)) == count_tokens(text)
-    assert 0 < token_offset_at(text, text.index("You")) < count_tokens(text)
+def test_token_byte_ends_add_up_to_the_utf8_bytes_of_each_token():
+    text = "Current time is 14:03:22. Vous êtes réceptionniste 👋🏽."
+    ends = token_byte_ends(text)
+    ids = encode(text)
+    enc = get_encoding()
+    assert len(ends) == len(ids) == count_tokens(text)
+    assert ends[-1] == len(text.encode("utf-8"))
+    widths = [len(enc.decode_single_token_bytes(t)) for t in ids]
+    assert all(ends[i] - (ends[i - 1] if i else 0) == w for i, w in enumerate(widths))
+
+
+def test_token_byte_ends_of_a_huge_text_cover_every_byte():
+    text = "appointment " * 120_000  # over one bpe-openai call's limit
+    ends = token_byte_ends(text)
+    assert len(ends) == count_tokens(text) and ends[-1] == len(text)
 
 
 def test_unknown_encoding_is_a_clear_error():

@@ -17,6 +17,20 @@ def rules(findings):
     return [f.rule for f in findings]
 
 
+def token_at_oracle(text: str, char_offset: int) -> int:
+    """Index of the token holding a character: decode tokens one by one until past it."""
+    char_offset = max(0, min(char_offset, len(text)))
+    target = len(text[:char_offset].encode("utf-8", "surrogatepass"))
+    enc = tokens.get_encoding()
+    consumed = 0
+    ids = tokens.encode(text)
+    for i, t in enumerate(ids):
+        consumed += len(enc.decode_single_token_bytes(t))
+        if consumed > target:
+            return i
+    return len(ids)
+
+
 def only(findings, rule):
     hits = [f for f in findings if f.rule == rule]
     assert hits, f"no {rule} in {rules(findings)}"
@@ -33,7 +47,7 @@ def test_timestamp_at_start_is_an_error_at_the_start_of_the_prefix():
     assert f.position is Position.EARLY
     assert f.frequency is Frequency.REQUEST
     assert f.char_offset == text.index("14:03:22")
-    assert f.token_offset == tokens.token_offset_at(text, f.char_offset)
+    assert f.token_offset == token_at_oracle(text, f.char_offset)
     assert f.token_offset <= 5
     assert (f.line, f.col) == (1, 17)
 
@@ -192,7 +206,7 @@ def test_japanese_date_is_found_with_correct_offsets():
     text = "今日は2024年5月13日です。" + "あなたは親切な受付係です。短く答えてください。" * 20
     f = only(lint_prompt(text), "CB101")
     assert f.char_offset == 3
-    assert f.token_offset == tokens.token_offset_at(text, 3)
+    assert f.token_offset == token_at_oracle(text, 3)
     assert f.severity is Severity.WARNING
 
 
@@ -232,9 +246,9 @@ def test_any_text_lints_with_offsets_inside_the_prompt(text):
 
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=200), st.integers(min_value=0, max_value=220))
-def test_textmap_token_offsets_match_the_shared_token_counter(text, offset):
+def test_textmap_token_offsets_match_a_walk_over_the_tokens(text, offset):
     tm = TextMap(text)
-    assert tm.token_at(offset) == tokens.token_offset_at(text, offset)
+    assert tm.token_at(offset) == token_at_oracle(text, offset)
     assert tm.token_count == tokens.count_tokens(text)
 
 
