@@ -12,6 +12,7 @@ from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Frequency, grade, position_band, shorten
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.textmap import TextMap
+from pipecat_fast.prefix import common_prefix_len
 from pipecat_fast.providers.llm import prefix_minimum
 
 
@@ -57,18 +58,6 @@ class RenderDiff:
         return d
 
 
-def _common_prefix_len(a, b) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    # Galloping compare on slices keeps this fast for long equal prefixes.
-    step = 4096
-    while i + step <= n and a[i : i + step] == b[i : i + step]:
-        i += step
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def diff_renders(
     a: str,
     b: str,
@@ -100,7 +89,7 @@ def diff_renders(
     """
     minimum = prefix_minimum(provider, model, table)
     ta, tb = tokens.encode(a, encoding), tokens.encode(b, encoding)
-    common_tokens = _common_prefix_len(ta, tb)
+    common_tokens = common_prefix_len(ta, tb)
     cacheable = minimum.cacheable(common_tokens) if minimum else common_tokens
     placeholder_findings = [
         f for f in lint_prompt(a, rendered=True, encoding=encoding) if f.rule == "CB201"
@@ -118,9 +107,9 @@ def diff_renders(
             tokens_b=len(tb),
             findings=placeholder_findings,
         )
-    char = _common_prefix_len(a, b)
+    char = common_prefix_len(a, b)
     # Trim the common suffix too, so "what differs" is just the changed part.
-    suffix = _common_prefix_len(a[char:][::-1], b[char:][::-1])
+    suffix = common_prefix_len(a[char:][::-1], b[char:][::-1])
     part_a, part_b = a[char : len(a) - suffix], b[char : len(b) - suffix]
     tm = TextMap(a, encoding)
     line, col = tm.line_col(char)

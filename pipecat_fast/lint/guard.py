@@ -27,7 +27,14 @@ from __future__ import annotations
 from typing import Any
 
 from loguru import logger
-from pipecat.frames.frames import LLMContextFrame, LLMFullResponseStartFrame, MetricsFrame
+from pipecat.frames.frames import (
+    CancelFrame,
+    EndFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    MetricsFrame,
+)
 from pipecat.metrics.metrics import LLMUsageMetricsData
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, ProcessorSetUp
 from pipecat.services.llm_service import LLMService
@@ -60,10 +67,18 @@ def pipecat_addons() -> dict[str, str]:
 
 
 def _messages(adapter: Any, context: Any) -> list[dict]:
+    """The context's messages, each dict copied shallowly (cheap: on the request path).
+
+    A shallow copy is a complete copy of a plain chat message; the tracker serializes
+    nested ones (tool calls, multimodal parts) afresh when it compares.
+    """
     out = []
     for m in adapter.get_messages(context):
+        if type(m) is dict:
+            out.append(m.copy())
+            continue
         inner = getattr(m, "message", m)  # LLMSpecificMessage carries the provider's dict
-        out.append(inner if isinstance(inner, dict) else {"role": "?", "content": inner})
+        out.append(inner.copy() if isinstance(inner, dict) else {"role": "?", "content": inner})
     return out
 
 
@@ -83,6 +98,7 @@ class CacheBustGuard(BaseObserver):
         **kwargs: Passed to :class:`BaseObserver`.
 
     Raises:
+        TypeError: If ``llm`` is not a Pipecat ``LLMService`` (a TTS or STT service...).
         ValueError: If ``provider`` is not in the minimum table.
     """
 
@@ -97,6 +113,12 @@ class CacheBustGuard(BaseObserver):
         net_of_cache: bool | None = None,
         **kwargs: Any,
     ) -> None:
+        if llm is not None and not isinstance(llm, LLMService):
+            raise TypeError(
+                f"CacheBustGuard(llm=...) takes the pipeline's LLM service (a Pipecat "
+                f"LLMService such as OpenAILLMService), got {type(llm).__name__}; leave llm "
+                "out to watch every LLM service in the pipeline"
+            )
         super().__init__(observe_every_push=False, **kwargs)
         if minimum_tokens is None:
             # No provider given: OpenAI's documented floor, from the same table.
@@ -109,7 +131,8 @@ class CacheBustGuard(BaseObserver):
         self._cbg_trackers: dict[int, PrefixTracker] = {}
         self._cbg_failed = False
         self._cbg_attached: set[int] = set()
-        self._cbg_pending: dict[int, tuple] = {}
+        self._cbg_pending: dict[int, Any] = {}
+        self._cbg_queue: dict[int, tuple[Any, list[tuple]]] = {}
         self.warnings: list[GuardWarning] = []
         """Every warning so far, in order (prefix changes and zero cache reads)."""
         if llm is not None:
@@ -167,6 +190,15 @@ class CacheBustGuard(BaseObserver):
             logger.warning(f"CacheBustGuard: could not {what}, skipping it ({e!r})")
 
     def _cbg_snapshot(self, service: Any, context: Any) -> tuple | None:
+        """What the service is about to send, taken cheaply (on the request path).
+
+        Tools are converted as the service converts them (its built-in tools depend on
+        its state at this moment); the system instruction is an immutable string; message
+        dicts are copied shallowly (a complete copy of a plain chat message), so the
+        context can grow or be edited afterwards without changing the snapshot (only a
+        nested part edited in place before the response ends would show). Serializing
+        and comparing wait for :meth:`_cbg_drain`, after the request is sent.
+        """
         try:
             adapter = service.get_llm_adapter()
             tools = adapter.from_standard_tools(context.tools)
@@ -180,41 +212,66 @@ class CacheBustGuard(BaseObserver):
             self._cbg_fail("snapshot an LLM request", e)
             return None
 
-    def _cbg_commit(self, service: Any, snapshot: tuple | None) -> None:
-        if snapshot is None:
+    def _cbg_enqueue(self, service: Any, snapshot: tuple | None) -> None:
+        if snapshot is not None:
+            self._cbg_queue.setdefault(id(service), (service, []))[1].append(snapshot)
+
+    def _cbg_drain(self, service: Any) -> None:
+        """Compare the queued requests of ``service`` with their predecessors, in order."""
+        entry = self._cbg_queue.get(id(service))
+        if not entry or not entry[1]:
             return
-        try:
-            found = self._cbg_tracker(service).observe_request(*snapshot)
-        except Exception as e:  # fail open
-            self._cbg_fail("compare LLM request prefixes", e)
-            return
-        self._cbg_report(service, found)
+        queued = entry[1][:]
+        entry[1].clear()
+        tracker = self._cbg_tracker(service)
+        for snapshot in queued:
+            try:
+                found = tracker.observe_request(*snapshot)
+            except Exception as e:  # fail open
+                self._cbg_fail("compare LLM request prefixes", e)
+                continue
+            self._cbg_report(service, found)
+
+    def flush(self) -> None:
+        """Compare every request seen so far now (normally done when each response ends).
+
+        :attr:`warnings` is complete after a response's ``LLMFullResponseEndFrame`` and at
+        the end of the pipeline; call this to read it in between.
+        """
+        for service, _queued in list(self._cbg_queue.values()):
+            self._cbg_drain(service)
 
     # -- the service's synchronous events (run inline in its task) ----------------------
 
     def _cbg_before_process(self, service: Any, frame: Any) -> None:
         if isinstance(frame, LLMContextFrame) and self._cbg_watch(service):
-            # Fallback if the service never announces its response: the request as it
-            # stood before the service synced tools for it.
-            self._cbg_pending[id(service)] = (
-                frame.context,
-                self._cbg_snapshot(service, frame.context),
-            )
+            # Only remembered here; the snapshot waits for the response start (tools
+            # synced, system instruction recomposed), or the end of processing if the
+            # service never announces one.
+            self._cbg_pending[id(service)] = frame.context
+        elif isinstance(frame, (EndFrame, CancelFrame)) and self._cbg_watch(service):
+            self._cbg_drain(service)
 
     def _cbg_before_push(self, service: Any, frame: Any) -> None:
         if isinstance(frame, LLMFullResponseStartFrame):
-            pending = self._cbg_pending.pop(id(service), None)
-            if pending is not None:
-                # Tools synced and system instruction recomposed: what is about to be sent.
-                self._cbg_commit(service, self._cbg_snapshot(service, pending[0]))
+            context = self._cbg_pending.pop(id(service), None)
+            if context is not None:
+                self._cbg_enqueue(service, self._cbg_snapshot(service, context))
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            # The request went out and its response is over: the comparison costs the
+            # turn nothing now.
+            self._cbg_drain(service)
         elif isinstance(frame, MetricsFrame) and self._cbg_watch(service):
             self._cbg_usage(service, frame)
 
     def _cbg_after_process(self, service: Any, frame: Any) -> None:
         if isinstance(frame, LLMContextFrame):
-            pending = self._cbg_pending.pop(id(service), None)
-            if pending is not None:
-                self._cbg_commit(service, pending[1])
+            context = self._cbg_pending.pop(id(service), None)
+            if context is not None:
+                # No response start was seen (a held speculative response): the request
+                # as it stands now, after the service processed it.
+                self._cbg_enqueue(service, self._cbg_snapshot(service, context))
+            self._cbg_drain(service)
 
     def _cbg_usage(self, service: Any, frame: MetricsFrame) -> None:
         net = self._cbg_net

@@ -21,6 +21,8 @@ from typing import Any
 
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import shorten
+from pipecat_fast.lint.textmap import TextMap
+from pipecat_fast.prefix import common_prefix_len
 
 PART_SEPARATOR = "\n"
 
@@ -52,17 +54,15 @@ class PrefixPart:
     Attributes:
         kind: ``"tools"``, ``"system"`` or ``"message"``.
         text: Its serialized text.
-        digest: SHA-256 of ``text`` (hex).
     """
 
     kind: str
     text: str
-    digest: str
 
     @classmethod
     def of(cls, kind: str, text: str) -> PrefixPart:
-        """Build a part and hash it."""
-        return cls(kind, text, hashlib.sha256(text.encode("utf-8", "replace")).hexdigest())
+        """Build a part."""
+        return cls(kind, text)
 
 
 @dataclass
@@ -104,6 +104,15 @@ def tool_names(tools: list | None) -> list[str]:
     return names
 
 
+def _prefix_end(messages: list) -> int:
+    end = len(messages)
+    while (
+        end > 0 and isinstance(messages[end - 1], dict) and messages[end - 1].get("role") == "user"
+    ):
+        end -= 1
+    return end
+
+
 def prefix_parts(
     tools: list | None, system: str | None, messages: list[dict]
 ) -> tuple[list[PrefixPart], list[str]]:
@@ -117,21 +126,89 @@ def prefix_parts(
         parts.append(PrefixPart.of("tools", serialize(tools)))
     if system:
         parts.append(PrefixPart.of("system", system))
-    end = len(messages)
-    while (
-        end > 0 and isinstance(messages[end - 1], dict) and messages[end - 1].get("role") == "user"
-    ):
-        end -= 1
-    parts.extend(PrefixPart.of("message", serialize(m)) for m in messages[:end])
+    parts.extend(PrefixPart.of("message", serialize(m)) for m in messages[: _prefix_end(messages)])
     return parts, tool_names(tools)
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+_FLAT = (str, int, float, bool, type(None))
+
+
+def flat_copy(message: Any) -> Any:
+    """A copy of a message that later in-place edits cannot reach, when one is cheap.
+
+    A dict whose values are all plain scalars (``{"role": ..., "content": "..."}``, the
+    usual chat message) is copied shallowly, which is a complete copy; anything nested is
+    returned as is (and is serialized afresh every time it is compared).
+    """
+    if isinstance(message, dict) and all(isinstance(v, _FLAT) for v in message.values()):
+        return dict(message)
+    return message
+
+
+class _PartCache:
+    """Serialized prefix parts of the last request, reused when a value has not changed.
+
+    Plain messages are compared with their copy from the last request (``==`` on a dict of
+    the same strings is an identity check per value); a message that nests lists or dicts
+    is serialized each time, so an in-place edit inside it is never missed. Token counts of
+    part texts and token maps of the texts where changes were found are kept as well, so a
+    prompt whose end changes on every request is tokenized once, not once per request.
+    """
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.values: list[Any] = []
+        self.texts: list[str] = []
+        self._counts: dict[str, int] = {}
+        self._anchors: dict[int, TextMap] = {}
+
+    def parts(self, tools: list | None, system: str | None, messages: list) -> list[PrefixPart]:
+        values: list[tuple[str, Any]] = []
+        if tools:
+            values.append(("tools", tools))
+        if system:
+            values.append(("system", system))
+        values.extend(("message", m) for m in messages[: _prefix_end(messages)])
+        parts: list[PrefixPart] = []
+        new_values: list[Any] = []
+        for i, (kind, value) in enumerate(values):
+            text = None
+            if kind == "system":
+                text = value
+            elif kind == "message" and i < len(self.values):
+                old = self.values[i]
+                if old is not None and isinstance(value, dict) and value == old:
+                    text = self.texts[i]
+            if text is None:
+                text = serialize(value)
+            kept = flat_copy(value) if kind == "message" else None
+            new_values.append(kept if kept is not value else None)
+            parts.append(PrefixPart(kind, text))
+        self.values = new_values
+        self.texts = [p.text for p in parts]
+        return parts
+
+    def count(self, text: str) -> int:
+        """Tokens in a part's text (cached for the texts of the last two requests)."""
+        n = self._counts.get(text)
+        if n is None:
+            if len(self._counts) > 256:
+                self._counts.clear()
+            n = self._counts[text] = tokens.count_tokens(text, self.encoding)
+        return n
+
+    def token_at(self, index: int, text: str, char: int) -> int:
+        """Token index of ``char`` in the text of part ``index``.
+
+        Reuses the token map of an earlier text of that part when it shares the first
+        ``char`` characters (exact except within a token of ``char``).
+        """
+        anchor = self._anchors.get(index)
+        if anchor is None or common_prefix_len(anchor.text, text) < char:
+            if len(self._anchors) > 8:
+                self._anchors.clear()
+            anchor = self._anchors[index] = TextMap(text, self.encoding)
+        return anchor.token_at(char)
 
 
 class PrefixTracker:
@@ -161,12 +238,14 @@ class PrefixTracker:
         self.encoding = encoding
         self.warnings: list[GuardWarning] = []
         self.requests = 0
+        self._cache = _PartCache(encoding)
         self._last_parts: list[PrefixPart] | None = None
         self._last_tools: list[str] = []
         self._warned: set[tuple[str, str]] = set()
         self._last_input_tokens = 0
         self._eligible = 0
         self._reads = 0
+        self._writing = 0
         self._usage_reports = 0
 
     # -- requests -------------------------------------------------------------------
@@ -185,13 +264,14 @@ class PrefixTracker:
             New warnings (also appended to :attr:`warnings`).
         """
         self.requests += 1
-        parts, names = prefix_parts(tools, system, messages)
+        parts = self._cache.parts(tools, system, messages)
+        names = tool_names(tools)
         prev, prev_names = self._last_parts, self._last_tools
         self._last_parts, self._last_tools = parts, names
         if prev is None:
             return []
         j = 0
-        while j < len(prev) and j < len(parts) and prev[j].digest == parts[j].digest:
+        while j < len(prev) and j < len(parts) and prev[j] == parts[j]:
             j += 1
         if j == len(prev):
             return []  # extends (or equals) the previous prefix
@@ -206,12 +286,15 @@ class PrefixTracker:
         names: list[str],
     ) -> GuardWarning:
         offset = sum(len(p.text) + len(PART_SEPARATOR) for p in parts[:j])
-        joined = PART_SEPARATOR.join(p.text for p in parts)
         old = prev[j]
         new = parts[j] if j < len(parts) else None
-        local = _common_prefix(old.text, new.text) if new and new.kind == old.kind else 0
+        local = common_prefix_len(old.text, new.text) if new and new.kind == old.kind else 0
         char = offset + local
-        token = tokens.count_tokens(joined[:char], self.encoding)
+        # Parts are counted one by one (a separator token each), so an unchanged part's
+        # count is reused and a changed one is tokenized only up to the change.
+        token = sum(self._cache.count(p.text) + 1 for p in parts[:j])
+        if new is not None and local:
+            token += self._cache.token_at(j, new.text, local)
         detail: dict[str, Any] = {}
         if new is None:
             cause, what = "history", "the history is shorter than before (messages removed)"
@@ -237,8 +320,8 @@ class PrefixTracker:
             # (Pipecat adds cancel tools and their instructions together).
             old_sys = next((p for p in prev if p.kind == "system"), None)
             new_sys = next((p for p in parts if p.kind == "system"), None)
-            if old_sys and new_sys and old_sys.digest != new_sys.digest:
-                at = _common_prefix(old_sys.text, new_sys.text)
+            if old_sys and new_sys and old_sys.text != new_sys.text:
+                at = common_prefix_len(old_sys.text, new_sys.text)
                 what += "; also " + self._system_change(old_sys, new_sys, at)
         elif old.kind == "system" or new.kind == "system":
             cause = "system"
@@ -332,11 +415,23 @@ class PrefixTracker:
             return []
         self._eligible += 1
         self._reads += reads
+        self._writing += 1 if cache_write_tokens else 0
         if self._reads or self._eligible < self.after_turns:
             return []
         if ("no-cache-reads", "") in self._warned:
             return []
         writes = f", {cache_write_tokens} written" if cache_write_tokens else ""
+        cost = ""
+        if self._writing == self._eligible:
+            # Paid cache writes on every request and no read: worse than no caching.
+            cost = (
+                " Every one of them wrote the cache instead: with paid cache writes "
+                "(Anthropic: 1.25x the input price for 5 minutes, 2x for 1 hour) this costs "
+                "more than no caching. Volatile content inside the block that carries the "
+                "cache breakpoint does this even at the block's very end (Pipecat's "
+                "enable_prompt_caching marks the whole system prompt): put it in a "
+                "separate block after the breakpoint, or in the latest user message."
+            )
         return [
             self._emit(
                 GuardWarning(
@@ -347,10 +442,14 @@ class PrefixTracker:
                         f"was past the {self.minimum_tokens}-token minimum (last input "
                         f"{total} tokens{writes}): the prefix is not being reused. Look for "
                         "prefix-change warnings above, or run `pipecat-fast lint` on the "
-                        "prompt."
+                        "prompt." + cost
                     ),
                     request=self.requests,
-                    detail={"input_tokens": total, "eligible_requests": self._eligible},
+                    detail={
+                        "input_tokens": total,
+                        "eligible_requests": self._eligible,
+                        "writing_requests": self._writing,
+                    },
                 )
             )
         ]

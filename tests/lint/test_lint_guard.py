@@ -189,3 +189,66 @@ async def test_guard_discovers_llm_services_and_fails_open():
 def test_unknown_provider_is_rejected():
     with pytest.raises(ValueError):
         CacheBustGuard(provider="acme")
+
+
+def test_a_service_that_is_not_an_llm_is_a_type_error_naming_it():
+    from pipecat.services.cartesia.tts import CartesiaTTSService
+
+    tts = CartesiaTTSService(api_key="not-used", voice_id="v")
+    with pytest.raises(TypeError, match=r"LLMService .*got CartesiaTTSService"):
+        CacheBustGuard(provider="openai", llm=tts)
+    with pytest.raises(TypeError, match="got str"):
+        CacheBustGuard(llm="gpt-4o")
+
+
+async def test_prefixes_are_compared_after_the_request_is_sent(monkeypatch):
+    # Issue 10.7: nothing but a cheap snapshot may run before the request goes out.
+    from pipecat_fast.lint import guard_core
+
+    llm, provider = service()
+    guard = CacheBustGuard(provider="openai", llm=llm)
+    compared_at: list[int] = []  # requests the provider had received at each comparison
+    real = guard_core.PrefixTracker.observe_request
+
+    def spy(self, *args):
+        compared_at.append(len(provider.requests))
+        return real(self, *args)
+
+    monkeypatch.setattr(guard_core.PrefixTracker, "observe_request", spy)
+    frames = []
+    for t, ctx in enumerate(contexts(3)):
+        system = f"Current time is 14:03:{22 + t}. You are a bot. " + STATIC
+        frames.append(
+            LLMUpdateSettingsFrame(delta=FakeOpenAILLMService.Settings(system_instruction=system))
+        )
+        frames.append(LLMContextFrame(ctx))
+    await run_test(llm, frames_to_send=frames, observers=[guard], pipeline_params=PARAMS)
+    # Request N is compared only once the provider has it (and its response has ended).
+    assert compared_at == [1, 2, 3]
+    assert [w.request for w in guard.warnings if w.kind == "prefix-changed"] == [2, 3]
+
+
+async def test_snapshot_is_the_request_as_sent_even_if_the_context_is_edited_later():
+    llm, provider = service("You are a bot. " + STATIC)
+    guard = CacheBustGuard(provider="openai", llm=llm)
+    # Each context with its own message dicts, as a live context would hold them.
+    ctxs = [LLMContext([dict(m) for m in c.get_messages()]) for c in contexts(3)]
+
+    def edit_history_after_the_request(svc):
+        # After request 2 is sent (before it is compared): rewrite its first message in
+        # place, as a summariser editing the shared dicts would.
+        if len(provider.requests) == 2:
+            ctxs[1].get_messages()[0]["content"] = "summary of earlier turns"
+
+    llm.after_request.append(edit_history_after_the_request)
+    ctxs[2].get_messages()[0]["content"] = "summary of earlier turns"
+    await run_test(
+        llm,
+        frames_to_send=[LLMContextFrame(c) for c in ctxs],
+        observers=[guard],
+        pipeline_params=PARAMS,
+    )
+    # Request 2 went out with "question 0" (its snapshot), request 3 with the summary: one
+    # rewrite, at request 3; without the snapshot copy it would be blamed on request 2.
+    (w,) = guard.warnings
+    assert w.request == 3 and w.cause == "history" and "message 0" in w.message

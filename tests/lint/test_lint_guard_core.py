@@ -10,6 +10,11 @@ SYSTEM = "You are a helpful assistant. " * 10
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
 
 
+def first_difference(a: list[int], b: list[int]) -> int:
+    """Index of the first token where two encodings differ."""
+    return next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+
+
 def convo(n):
     msgs = []
     for i in range(n):
@@ -38,8 +43,9 @@ def test_system_change_reports_where_the_diff_starts():
     (w,) = t.observe_request(None, "Current time is 14:03:25. " + SYSTEM, convo(2))
     assert (w.kind, w.cause, w.first) == ("prefix-changed", "system", True)
     assert w.char_offset == len("Current time is 14:03:2")
-    text = "Current time is 14:03:25. " + SYSTEM
-    assert w.token_offset == tokens.count_tokens(text[: w.char_offset])
+    # The first token that differs between the two encodings (the one holding "25").
+    a, b = (tokens.encode(f"Current time is 14:03:{s}. " + SYSTEM) for s in (22, 25))
+    assert w.token_offset == first_difference(a, b)
     (again,) = t.observe_request(None, "Current time is 14:03:29. " + SYSTEM, convo(3))
     assert again.first is False  # logged once, recorded every time
     assert len(t.warnings) == 2
@@ -111,6 +117,17 @@ def test_net_of_cache_usage_counts_written_tokens_toward_the_prefix():
     assert "1200 written" in w.message
 
 
+def test_writes_on_every_request_and_no_read_say_caching_costs_more_than_none():
+    t = PrefixTracker(minimum_tokens=1024, after_turns=2)
+    found = [t.observe_usage(20, 0, 1500, net_of_cache=True) for _ in range(3)]
+    (w,) = found[-1]
+    assert "costs more than no caching" in w.message and "separate block" in w.message
+    # Zero reads without writes (an OpenAI-style miss) is not called a write cost.
+    plain = PrefixTracker(minimum_tokens=1024, after_turns=2)
+    (w,) = [x for n in (1500, 1600, 1700) for x in plain.observe_usage(n, 0)]
+    assert "costs more" not in w.message
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.text(min_size=1, max_size=20), min_size=2, max_size=6),
@@ -133,3 +150,63 @@ def test_property_growth_is_quiet_and_any_rewrite_is_caught(turns, data):
     else:
         (w,) = found
         assert w.cause == "history" and f"message {i}" in w.message
+
+
+def test_unchanged_plain_messages_are_not_serialized_again(monkeypatch):
+    from pipecat_fast.lint import guard_core
+
+    calls: list[object] = []
+    real = guard_core.serialize
+
+    def counting(value):
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr(guard_core, "serialize", counting)
+    t = PrefixTracker()
+    history = convo(6)
+    t.observe_request(None, SYSTEM, history[:3])
+    calls.clear()
+    assert t.observe_request(None, SYSTEM, history[:5]) == []
+    # Only the two messages that are new to the prefix were serialized.
+    assert calls == history[2:4]
+
+
+def test_a_message_edited_in_place_between_requests_is_still_caught():
+    t = PrefixTracker()
+    history = convo(3)
+    t.observe_request(None, SYSTEM, history)
+    history[0]["content"] = "summary of earlier turns"  # same dict object, new content
+    (w,) = t.observe_request(None, SYSTEM, history + [{"role": "assistant", "content": "a2"}])
+    assert w.cause == "history" and "message 0" in w.message
+
+
+def test_nested_messages_are_compared_by_their_content_every_time():
+    call = {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "f"}}]}
+    t = PrefixTracker()
+    t.observe_request(None, SYSTEM, [call, {"role": "user", "content": "q"}])
+    call["tool_calls"][0]["function"]["name"] = "g"  # nested in-place edit
+    (w,) = t.observe_request(None, SYSTEM, [call, {"role": "user", "content": "q"}])
+    assert w.cause == "history"
+
+
+def test_a_prompt_whose_end_changes_every_request_is_tokenized_once(monkeypatch):
+    from pipecat_fast.lint import guard_core
+
+    built: list[int] = []
+
+    class CountingTextMap(guard_core.TextMap):
+        def __init__(self, text, encoding=tokens.DEFAULT_ENCODING):
+            built.append(len(text))
+            super().__init__(text, encoding)
+
+    monkeypatch.setattr(guard_core, "TextMap", CountingTextMap)
+    t = PrefixTracker()
+    big = SYSTEM * 50
+    for s in range(20, 26):
+        t.observe_request(None, big + f"Current time: 14:03:{s}.", convo(1))
+    changed = [w for w in t.warnings if w.kind == "prefix-changed"]
+    assert len(changed) == 5 and len(built) == 1
+    # Each offset is the first token that differs (checked against the real encodings).
+    a, b = (tokens.encode(big + f"Current time: 14:03:{s}.") for s in (24, 25))
+    assert changed[-1].token_offset == first_difference(a, b)
