@@ -167,6 +167,24 @@ def add_inline_frame_hooks(
         processor.add_event_handler(name, handler)
 
 
+def remove_inline_frame_hooks(
+    processor: Any,
+    *,
+    before_process: Any = None,
+    after_process: Any = None,
+    before_push: Any = None,
+) -> None:
+    """Detach handlers added by :func:`add_inline_frame_hooks` (absent ones are ignored)."""
+    hooks = {
+        "on_before_process_frame": before_process,
+        "on_after_process_frame": after_process,
+        "on_before_push_frame": before_push,
+    }
+    for name, handler in hooks.items():
+        if handler is not None:
+            processor.remove_event_handler(name, handler)
+
+
 # -- LLMTextProcessor -----------------------------------------------------------------------
 
 

@@ -7,7 +7,13 @@ from pipecat_fast.prefill.backends import (
     PrefillResult,
     backend_for,
 )
-from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip, TurnAccount
+from pipecat_fast.prefill.core import (
+    PrefillConfig,
+    PrefillPlanner,
+    ProviderSpeed,
+    Skip,
+    TurnAccount,
+)
 from pipecat_fast.prefill.draft import DraftAndHoldUserTurnStopStrategy
 from pipecat_fast.prefill.processor import SpeculativePrefill
 
@@ -20,6 +26,7 @@ __all__ = [
     "PrefillConfig",
     "PrefillPlanner",
     "PrefillResult",
+    "ProviderSpeed",
     "Skip",
     "SpeculativePrefill",
     "TurnAccount",

@@ -7,23 +7,41 @@ to the last stable word when the turn ends. The real request then only prefills 
 words. Who pays when it loses: the provider (and, on a shared engine, other callers) computes
 prefill tokens that a later revision or an abandoned turn throws away.
 
-:class:`PrefillPlanner` keeps the rules in one place:
+:class:`PrefillPlanner` keeps the rules in one place. Cheap rules first (no prompt needed):
 
 - at most one prefill in flight per session;
-- the first prefill of a turn at ``first_words`` stable words, then one per ``min_new_words``
-  newly stable words;
+- no new prefill once the turn was confirmed (the real request is on its way);
 - no new prefill once the VAD reports silence (the turn is about to end, and on engines that
   finish a cancelled prefill under a global lock a late prefill would delay the real request —
   measured on llama-cpp-python's server);
-- no prefill below the provider's minimum cacheable prompt (it cannot cache; logged once);
+- the first prefill of a turn at ``first_words`` stable words, then one per ``min_new_words``
+  newly stable words;
 - after a failed prefill (error, timeout, 429), back off for ``backoff_s`` and double it on each
   further failure, up to ``max_backoff_s``; the stock path is never affected.
+
+Then the rules that need the prompt's size (tokens, as the provider counts them):
+
+- **below the minimum**: the provider cannot cache a prompt shorter than its minimum cacheable
+  prefix (or one cache block);
+- **no new block**: a later prefill whose prompt ends in the same cache block as the turn's last
+  one adds nothing the cache can keep (OpenAI caches in 128-token steps, vLLM in 16-token blocks);
+- **not caching**: the provider reported no cached tokens on consecutive prefills that repeated
+  a prefix it had just been sent — its cache is not keeping them (a minimum we do not know, or
+  caching off), so prefills of that size stop;
+- **cannot finish**: the prefill's uncached tokens would take the provider longer to compute
+  than the caller is likely to keep talking (plus the end-of-turn wait), so the real request
+  would arrive first and compute them again. The provider's speed is measured
+  (:class:`ProviderSpeed`, from its own time to first token against uncached tokens); the
+  caller's likely turn length from this session's turns. A provider seen to make a real request
+  reuse an unfinished prefill (a serial engine) is exempt.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
+from statistics import median
 
 
 class Skip(StrEnum):
@@ -33,6 +51,9 @@ class Skip(StrEnum):
     TOO_FEW_NEW_WORDS = "too_few_new_words"
     SILENCE = "silence"
     BELOW_MINIMUM = "below_minimum"
+    NO_NEW_BLOCK = "no_new_block"
+    NOT_CACHING = "not_caching"
+    CANNOT_FINISH = "cannot_finish"
     BACKING_OFF = "backing_off"
     TURN_ENDED = "turn_ended"
     DISABLED = "disabled"
@@ -50,19 +71,59 @@ class PrefillConfig:
             our bench 1, 2, 3 and 4 words gave the same TTFA and cost +16, +10, +7 and +4 %
             prefill compute (docs/prefill.md).
         min_prompt_tokens: The provider's minimum cacheable prompt (tokens); a smaller
-            prompt is never sent. OpenAI: 1,024; Anthropic: 512-4,096 by model; vLLM,
-            SGLang, llama.cpp: 0 (``shared/reference/prompt_caching_rules.md``).
+            prompt is never sent. ``None``: the provider's own figure from the registry
+            (``pipecat_fast/providers/llm_cache.json``: OpenAI 1,024; Anthropic 512-4,096 by
+            model; vLLM, SGLang, llama.cpp 0). Set it when the registry does not know your
+            provider or model.
+        block_tokens: The provider's cache block (a hit covers whole blocks only). ``None``:
+            the registry's figure (OpenAI 128, vLLM 16, SGLang and llama.cpp 1); set it to
+            your engine's block size (vLLM ``--block-size``).
         stop_on_silence: Send no new prefill once the VAD reports the caller silent.
         backoff_s: Pause after a failed prefill (s), doubled per consecutive failure.
         max_backoff_s: Longest pause (s).
+        skip_unfinishable: Skip a prefill the provider cannot finish before the real request
+            is likely to leave (see :class:`ProviderSpeed`).
+        expected_turn_s: How long a caller's turn lasts before this session has measured any
+            (s of speech); later, the median of this session's turns.
+        dispatch_s: Time from the caller's last word to the real request (the VAD's stop
+            window plus turn detection; s).
+        uncached_alarm: Stop sending prefills of a size after this many in a row from which
+            the provider cached nothing although it had just been sent their prefix.
     """
 
     first_words: int = 1
     min_new_words: int = 4
-    min_prompt_tokens: int = 0
+    min_prompt_tokens: int | None = None
+    block_tokens: int | None = None
     stop_on_silence: bool = True
     backoff_s: float = 2.0
     max_backoff_s: float = 30.0
+    skip_unfinishable: bool = True
+    expected_turn_s: float = 2.0
+    dispatch_s: float = 0.35
+    uncached_alarm: int = 2
+
+    def __post_init__(self):
+        for name in ("first_words", "min_new_words", "uncached_alarm"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"PrefillConfig.{name} must be an integer >= 1, got {value!r}")
+        for name in ("min_prompt_tokens", "block_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(f"PrefillConfig.{name} must be None or an integer >= 0")
+        for name in ("backoff_s", "max_backoff_s", "expected_turn_s", "dispatch_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"PrefillConfig.{name} must be a number >= 0, got {value!r}")
+
+    def cacheable(self, prompt_tokens: int) -> int:
+        """Tokens of a ``prompt_tokens``-long prompt the provider can keep in its cache."""
+        minimum = self.min_prompt_tokens or 0
+        block = max(1, self.block_tokens or 1)
+        if prompt_tokens < max(minimum, block, 1):
+            return 0
+        return prompt_tokens - prompt_tokens % block
 
 
 @dataclass
@@ -93,23 +154,82 @@ class TurnAccount:
         }
 
 
+class ProviderSpeed:
+    """How long a provider takes to first token, against the uncached tokens it must prefill.
+
+    Fed with the provider's own measurements — each real request's time to first token and
+    each prefill's round trip, with the uncached prompt tokens its usage reported — and read
+    as ``seconds_for(uncached_tokens)``: a base (the median of warm requests, under
+    ``warm_tokens`` uncached) plus a per-token cost (the median over cold requests of their
+    time above the base per uncached token). Unknown (``None``) until it has seen a cold
+    request: a prefill is then never skipped for speed.
+
+    Args:
+        warm_tokens: Requests with fewer uncached tokens count as warm (they measure the base).
+        keep: Most recent samples kept.
+    """
+
+    def __init__(self, *, warm_tokens: int = 256, keep: int = 32):
+        self.warm_tokens = warm_tokens
+        self._samples: deque[tuple[int, float]] = deque(maxlen=keep)
+        self.reuses_unfinished: bool | None = None
+        """Whether a real request was seen to reuse a prefill still running (a serial engine)."""
+
+    def add(self, uncached_tokens: int, seconds: float) -> None:
+        """One measured request: ``uncached_tokens`` prefilled, first token after ``seconds``."""
+        if uncached_tokens >= 0 and seconds >= 0:
+            self._samples.append((int(uncached_tokens), float(seconds)))
+
+    @property
+    def samples(self) -> list[tuple[int, float]]:
+        """The samples kept, oldest first."""
+        return list(self._samples)
+
+    def seconds_for(self, uncached_tokens: int) -> float | None:
+        """Expected time to first token with ``uncached_tokens`` to prefill, or ``None``."""
+        warm = [s for u, s in self._samples if u < self.warm_tokens]
+        base = median(warm) if warm else 0.0
+        cold = [(u, s) for u, s in self._samples if u >= self.warm_tokens]
+        if not cold:
+            return base if warm and uncached_tokens < self.warm_tokens else None
+        per_token = median(max(0.0, s - base) / u for u, s in cold)
+        return base + per_token * max(0, uncached_tokens)
+
+
 class PrefillPlanner:
     """Decides, update by update, whether to send a speculative prefill now.
 
     Args:
         config: The rules' parameters.
+        speed: The provider's measured speed (shared by the sessions on one provider); a new
+            one by default.
     """
 
-    def __init__(self, config: PrefillConfig | None = None):
+    def __init__(self, config: PrefillConfig | None = None, speed: ProviderSpeed | None = None):
         self.config = config or PrefillConfig()
+        self.speed = speed if speed is not None else ProviderSpeed()
         self.turn = TurnAccount()
         self._in_flight = False
         self._in_flight_account: TurnAccount | None = None
+        self._in_flight_sent_at = 0.0
+        self._in_flight_tokens = 0
+        self._overlapped_tokens = 0
         self._silent = False
         self._turn_over = False
         self._sent_words = 0
+        self._sent_tokens: int | None = None
+        self._unsent: tuple[int, int | None] = (0, None)
         self._failures = 0
         self._blocked_until = 0.0
+        self._known_cached = 0
+        self._speech_started: float | None = None
+        self._turn_lengths: deque[float] = deque(maxlen=16)
+        self._had_success = False
+        self._uncached_streak = 0
+        self._streak_tokens = 0
+        self._not_caching_below = 0
+        self.not_caching_raised = False
+        """Set once the provider was seen not to cache repeated prefixes (for a warning)."""
 
     @property
     def turn_over(self) -> bool:
@@ -126,30 +246,6 @@ class PrefillPlanner:
 
         Lets a caller skip rendering the prompt when a prefill could not go anyway.
         """
-        return self._why_not(stable_words, self.config.min_prompt_tokens, now)
-
-    def decide(self, stable_words: int, prompt_tokens: int, now: float) -> Skip | None:
-        """Whether a stable update should start a prefill.
-
-        Args:
-            stable_words: Stable words of the caller's turn so far.
-            prompt_tokens: Estimated prompt tokens of the prefill request.
-            now: Current time (s, any monotonic clock).
-
-        Returns:
-            None to send now (and the planner counts it as in flight), else why not.
-        """
-        reason = self._why_not(stable_words, prompt_tokens, now)
-        if reason is None:
-            self._in_flight = True
-            self._in_flight_account = self.turn
-            self._sent_words = stable_words
-            self.turn.prefills += 1
-        else:
-            self.turn.skipped[reason.value] = self.turn.skipped.get(reason.value, 0) + 1
-        return reason
-
-    def _why_not(self, stable_words: int, prompt_tokens: int, now: float) -> Skip | None:
         if self._turn_over:
             return Skip.TURN_ENDED
         if self._in_flight:
@@ -159,11 +255,62 @@ class PrefillPlanner:
         needed = self.config.first_words if self._sent_words == 0 else self.config.min_new_words
         if stable_words - self._sent_words < max(1, needed):
             return Skip.TOO_FEW_NEW_WORDS
-        if prompt_tokens < self.config.min_prompt_tokens:
-            return Skip.BELOW_MINIMUM
         if now < self._blocked_until:
             return Skip.BACKING_OFF
         return None
+
+    def decide(self, stable_words: int, prompt_tokens: int | None, now: float) -> Skip | None:
+        """Whether a stable update should start a prefill.
+
+        Args:
+            stable_words: Stable words of the caller's turn so far.
+            prompt_tokens: Prompt tokens of the prefill request (provider's count, estimated);
+                ``None`` when unknown (the size rules are then not applied).
+            now: Current time (s, any monotonic clock).
+
+        Returns:
+            None to send now (and the planner counts it as in flight), else why not.
+        """
+        reason = self.blocked(stable_words, now)
+        if reason is None and prompt_tokens is not None:
+            reason = self._size_rule(prompt_tokens, now)
+        if reason is None:
+            self._in_flight = True
+            self._in_flight_account = self.turn
+            self._in_flight_sent_at = now
+            self._in_flight_tokens = prompt_tokens or 0
+            self._unsent = (self._sent_words, self._sent_tokens)
+            self._sent_words = stable_words
+            self._sent_tokens = prompt_tokens
+            self.turn.prefills += 1
+        else:
+            self.turn.skipped[reason.value] = self.turn.skipped.get(reason.value, 0) + 1
+        return reason
+
+    def _size_rule(self, prompt_tokens: int, now: float) -> Skip | None:
+        config = self.config
+        cacheable = config.cacheable(prompt_tokens)
+        if cacheable == 0:
+            return Skip.BELOW_MINIMUM
+        if prompt_tokens < self._not_caching_below:
+            return Skip.NOT_CACHING
+        if self._sent_tokens is not None and cacheable <= config.cacheable(self._sent_tokens):
+            return Skip.NO_NEW_BLOCK
+        if config.skip_unfinishable and self.speed.reuses_unfinished is not True:
+            seconds = self.speed.seconds_for(max(0, prompt_tokens - self._known_cached))
+            if seconds is not None and seconds > self.time_left(now):
+                return Skip.CANNOT_FINISH
+        return None
+
+    def time_left(self, now: float) -> float:
+        """Seconds until the real request is likely to leave.
+
+        The rest of the caller's turn (this session's median turn so far, or
+        ``expected_turn_s``) plus ``dispatch_s``.
+        """
+        typical = median(self._turn_lengths) if self._turn_lengths else self.config.expected_turn_s
+        elapsed = now - self._speech_started if self._speech_started is not None else 0.0
+        return max(0.0, typical - elapsed) + self.config.dispatch_s
 
     def finished(self, ok: bool, now: float, prompt_tokens: int = 0, cached_tokens: int = 0):
         """Record the end of the prefill in flight, in the account of the turn that sent it.
@@ -175,26 +322,72 @@ class PrefillPlanner:
             cached_tokens: Of those, tokens it read from its cache.
         """
         account = self._in_flight_account or self.turn
+        sent_at = self._in_flight_sent_at
         self._in_flight = False
         self._in_flight_account = None
-        if ok:
-            self._failures = 0
-            account.prefill_prompt_tokens += prompt_tokens
-            account.prefill_computed_tokens += max(0, prompt_tokens - cached_tokens)
+        if not ok:
+            if account is self.turn:  # it cached nothing: the next one counts from before it
+                self._sent_words, self._sent_tokens = self._unsent
+            account.prefill_failures += 1
+            self._failures += 1
+            exponent = min(self._failures - 1, 30)  # no overflow however long the outage
+            pause = min(self.config.max_backoff_s, self.config.backoff_s * 2**exponent)
+            self._blocked_until = now + pause
             return
-        account.prefill_failures += 1
-        self._failures += 1
-        exponent = min(self._failures - 1, 30)  # no overflow however long the outage
-        pause = min(self.config.max_backoff_s, self.config.backoff_s * 2**exponent)
-        self._blocked_until = now + pause
+        self._failures = 0
+        account.prefill_prompt_tokens += prompt_tokens
+        account.prefill_computed_tokens += max(0, prompt_tokens - cached_tokens)
+        self.speed.add(max(0, prompt_tokens - cached_tokens), max(0.0, now - sent_at))
+        self._known_cached = max(self._known_cached, prompt_tokens)
+        self._watch_caching(prompt_tokens, cached_tokens)
 
-    def caller_silent(self) -> None:
-        """The VAD reports the caller stopped speaking."""
+    def _watch_caching(self, prompt_tokens: int, cached_tokens: int) -> None:
+        if cached_tokens > 0 or not self._had_success:
+            self._had_success = True
+            self._uncached_streak = 0
+            self._streak_tokens = 0
+            return
+        # A repeat of a prefix the provider was just sent, and nothing came from its cache.
+        self._uncached_streak += 1
+        self._streak_tokens = max(self._streak_tokens, prompt_tokens)
+        if self._uncached_streak >= self.config.uncached_alarm:
+            # A prompt that grows well past these may cross a minimum we do not know.
+            self._not_caching_below = int(self._streak_tokens * 1.5) + 1
+            self._uncached_streak = 0
+            self.not_caching_raised = True
+
+    def request_dispatched(self, now: float) -> None:
+        """The real request for the turn left (the user aggregator pushed its context)."""
+        if self._in_flight:
+            self._overlapped_tokens = self._in_flight_tokens
+
+    def real_request(self, prompt_tokens: int, cached_tokens: int, ttft_s: float | None) -> None:
+        """The provider's usage (and time to first token, if measured) of a real request."""
+        uncached = max(0, prompt_tokens - cached_tokens)
+        if self._overlapped_tokens:
+            # It left while a prefill was still running: did it read what the prefill computed?
+            # (Its time then includes waiting for the prefill: not a speed sample.)
+            if self.speed.reuses_unfinished is None:
+                self.speed.reuses_unfinished = cached_tokens >= self._overlapped_tokens // 2
+        elif ttft_s is not None:
+            self.speed.add(uncached, ttft_s)
+        self._overlapped_tokens = 0
+        self._known_cached = max(self._known_cached, prompt_tokens)
+
+    def caller_silent(self, now: float | None = None, stop_secs: float = 0.0) -> None:
+        """The VAD reports the caller stopped speaking (``stop_secs`` after their last word)."""
         self._silent = True
+        if now is not None and self._speech_started is not None:
+            length = now - stop_secs - self._speech_started
+            if length > 0:
+                self._turn_lengths.append(length)
+        self._speech_started = None
 
-    def caller_speaking(self) -> None:
+    def caller_speaking(self, now: float | None = None) -> None:
         """The VAD reports the caller speaking (again)."""
         self._silent = False
+        if now is not None and self._speech_started is None:
+            self._speech_started = now
 
     def end_turn(self) -> TurnAccount:
         """Close the turn: no more prefills for it; returns its account and starts a new one.
@@ -205,6 +398,7 @@ class PrefillPlanner:
         account, self.turn = self.turn, TurnAccount()
         self._turn_over = False
         self._sent_words = 0
+        self._sent_tokens = None
         return account
 
     def stop_turn(self) -> None:

@@ -7,16 +7,20 @@ aggregator::
     transport.input(), stt, TwoUpdateStabilizer(), user_aggregator,
     SpeculativePrefill(llm, context=context), llm, tts, transport.output(), assistant_aggregator
 
-Every frame passes through unchanged: prefills run in their own task, and only sizing a prefill
-against the provider's minimum (hosted APIs) renders the context once per turn.
-Nothing speculative is spoken (a prefill asks for one token and its reply is discarded) and
-nothing enters the conversation context. Failures are logged and backed off; the real request
-always runs as stock Pipecat would send it.
+It only reacts to the stabiliser's ``StableTranscriptFrame``s: without the stabiliser before the
+user aggregator (which consumes transcripts) it can do nothing, and says so once, at the first
+turn the caller spoke.
+
+Every frame passes through unchanged: prefills run in their own task, and sizing a prefill
+renders the context once per context state. Nothing speculative is spoken (a prefill asks for
+one token and its reply is discarded) and nothing enters the conversation context. Failures are
+logged (rate-limited) and backed off; the real request always runs as stock Pipecat sends it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -25,19 +29,56 @@ from pipecat.frames.frames import (
     CancelFrame,
     EndFrame,
     Frame,
+    LLMContextFrame,
+    MetricsFrame,
     UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
+from pipecat.metrics.metrics import LLMUsageMetricsData, TTFBMetricsData
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
+from pipecat_fast._logging import RateLimitedLog
+from pipecat_fast._pipecat import add_inline_frame_hooks, remove_inline_frame_hooks
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
-from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip, TurnAccount
+from pipecat_fast.prefill.core import (
+    PrefillConfig,
+    PrefillPlanner,
+    ProviderSpeed,
+    Skip,
+    TurnAccount,
+)
+from pipecat_fast.providers import cache_facts
 from pipecat_fast.stabilizer.frames import StableTranscriptFrame
 from pipecat_fast.tokens import count_tokens
 from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
+
+_SPEEDS: dict[tuple[Any, ...], ProviderSpeed] = {}
+
+STABILISER_CHECK_WORDS = 3
+"""A caller turn of this many words yields interim transcripts on any streaming STT, so a
+stabiliser upstream would have sent stable words for it."""
+
+
+def provider_speed(backend: PrefillBackend) -> ProviderSpeed:
+    """The measured speed shared by every session on the same provider, URL and model.
+
+    A provider's prefill rate is a property of the provider, not of one call: sessions in one
+    process pool what they measure, so a new call's first (cold) prefill is judged with what
+    earlier calls saw.
+    """
+    ident = getattr(backend, "identity", None)
+    llm = getattr(backend, "llm", None)
+    model = getattr(getattr(llm, "settings", None), "model", None)
+    key = (
+        getattr(backend, "provider", None),
+        getattr(ident, "base_url", None),
+        model if isinstance(model, str) else None,
+        type(backend).__name__,
+    )
+    return _SPEEDS.setdefault(key, ProviderSpeed())
 
 
 class SpeculativePrefill(FrameProcessor):
@@ -45,17 +86,27 @@ class SpeculativePrefill(FrameProcessor):
 
     Args:
         llm: The pipeline's LLM service; its adapter, settings and client shape the requests
-            (an OpenAI-compatible service unless ``backend`` is given).
-        context: The conversation context the user aggregator writes (the same object).
-        backend: How to send prefills; defaults to :class:`AnthropicPrefill` for an
-            ``AnthropicLLMService``, else :class:`OpenAIPrefill`.
+            (an OpenAI-compatible service or ``AnthropicLLMService``, unless ``backend`` is
+            given). Its usage and time-to-first-token metrics tell the prefill how fast the
+            provider is.
+        context: The ``LLMContext`` the user aggregator writes (the same object).
+        backend: How to send prefills; defaults to :func:`backend_for` ``(llm)``.
         config: The bet's rules (see :class:`~pipecat_fast.prefill.core.PrefillConfig`).
-            When not given, ``min_prompt_tokens`` comes from the backend.
+            ``min_prompt_tokens`` / ``block_tokens`` left ``None`` come from the provider.
+        provider: The provider's registry name when the service and model do not identify it
+            (``"vllm"``, ``"sglang"``, ``"llama.cpp"``, ``"openai"``...).
         timeout_s: Give up on a prefill after this long (s); counts as a failure.
+        speed: The provider's measured speed; by default shared by every session on the same
+            provider, base URL and model in this process.
         **kwargs: Passed to ``FrameProcessor``.
 
     Attributes:
-        turns: Per-turn accounts of closed turns (requests, tokens), in order.
+        turns: Per-turn accounts of closed turns (requests, tokens, skip reasons), in order.
+
+    Raises:
+        TypeError: If ``context`` is not an ``LLMContext`` or ``llm`` is not a supported LLM
+            service.
+        ValueError: If neither ``llm`` nor ``backend`` is given, or ``provider`` is unknown.
     """
 
     def __init__(
@@ -65,42 +116,106 @@ class SpeculativePrefill(FrameProcessor):
         context: LLMContext,
         backend: PrefillBackend | None = None,
         config: PrefillConfig | None = None,
+        provider: str | None = None,
         timeout_s: float = 10.0,
+        speed: ProviderSpeed | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        if not isinstance(context, LLMContext):
+            raise TypeError(
+                f"SpeculativePrefill(context=...) must be the LLMContext the user aggregator "
+                f"writes (LLMContextAggregatorPair(context)), got {type(context).__name__}; "
+                "wrap a message list as LLMContext(messages=[...])"
+            )
+        if llm is not None and not isinstance(llm, LLMService):
+            raise TypeError(
+                f"SpeculativePrefill's first argument must be the pipeline's LLM service, "
+                f"got {type(llm).__name__}"
+            )
         if backend is None:
             if llm is None:
                 raise ValueError("SpeculativePrefill needs an llm service or a backend")
-            backend = backend_for(llm)
-        if config is None:
-            config = PrefillConfig(min_prompt_tokens=backend.min_prompt_tokens)
+            backend = backend_for(llm, provider=provider)
+        config = config or PrefillConfig()
+        resolved = {}
+        if config.min_prompt_tokens is None:
+            resolved["min_prompt_tokens"] = getattr(backend, "min_prompt_tokens", 0)
+        if config.block_tokens is None:
+            resolved["block_tokens"] = getattr(backend, "block_tokens", 1)
+        config = dataclasses.replace(config, **resolved) if resolved else config
+        self._prefill_llm = llm
         self._prefill_backend = backend
         self._prefill_context = context
-        self._prefill_planner = PrefillPlanner(config)
+        self._prefill_planner = PrefillPlanner(config, speed or provider_speed(backend))
         self._prefill_timeout_s = timeout_s
         self._prefill_task: asyncio.Task | None = None
         self._prefill_turn: int | None = None
-        self._prefill_warned_minimum = False
-        self._prefill_static: tuple[int, int] | None = None
+        self._prefill_static: tuple[Any, ...] | None = None
         self._prefill_static_tokens = 0
+        self._prefill_log = RateLimitedLog(str(self))
+        self._prefill_warned: set[str] = set()
+        self._prefill_saw_stable = False
+        self._prefill_user_turn_ended = False
+        self._prefill_ttfb: float | None = None
+        self._prefill_hooked = False
         self.turns: list[TurnAccount] = []
+        self._prefill_explain_provider()
+        if llm is not None:
+            try:
+                add_inline_frame_hooks(llm, before_push=self._prefill_on_llm_push)
+                self._prefill_hooked = True
+            except RuntimeError as e:  # fail open: no real-request timings, prefills still go
+                logger.debug(f"{self}: cannot watch the LLM's metrics ({e})")
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a prefill request is outstanding."""
+        return self._prefill_task is not None
+
+    @property
+    def config(self) -> PrefillConfig:
+        """The rules in force (the provider's minimum and block filled in)."""
+        return self._prefill_planner.config
+
+    def _prefill_explain_provider(self) -> None:
+        backend = self._prefill_backend
+        if getattr(backend, "provider", "unknown") is None:
+            ident = getattr(backend, "identity", None)
+            logger.info(
+                f"{self}: the LLM service's base URL ({getattr(ident, 'base_url', None)}) and "
+                f"model ({getattr(ident, 'model', None)}) name no provider the registry knows, "
+                "so no minimum cacheable prefix is assumed (a self-hosted engine). If it has "
+                "one, pass SpeculativePrefill(..., provider='vllm' / 'openai' / ...) or "
+                "config=PrefillConfig(min_prompt_tokens=N)"
+            )
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
         """Watch the caller's turn; never holds a frame back."""
         await super().process_frame(frame, direction)
         await self.push_frame(frame, direction)
         planner = self._prefill_planner
+        now = time.monotonic()
         if isinstance(frame, StableTranscriptFrame):
+            self._prefill_saw_stable = True
             await self._on_stable(frame)
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            planner.caller_silent()
+            planner.caller_silent(now, frame.stop_secs)
         elif isinstance(frame, VADUserStartedSpeakingFrame):
-            planner.caller_speaking()
+            planner.caller_speaking(now)
+            if self._prefill_user_turn_ended:  # the last turn was answered by a held draft
+                self._prefill_user_turn_ended = False
+                self._check_stabiliser(self._prefill_context)
         elif isinstance(frame, UserStoppedSpeakingFrame) and direction == FrameDirection.DOWNSTREAM:
             # The turn is confirmed: the real request (or a held draft) answers it now.
             planner.stop_turn()
+            self._prefill_user_turn_ended = True
             await self._annotate(planner.turn)
+        elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
+            planner.request_dispatched(now)
+            if self._prefill_user_turn_ended:
+                self._prefill_user_turn_ended = False
+                self._check_stabiliser(frame.context)
         elif isinstance(frame, (EndFrame, CancelFrame)):
             await self._cancel_prefill()
 
@@ -108,9 +223,68 @@ class SpeculativePrefill(FrameProcessor):
         """Cancel a prefill still in flight (no leaked task); close the last turn's account."""
         await super().cleanup()
         await self._cancel_prefill()
+        if self._prefill_hooked and self._prefill_llm is not None:
+            remove_inline_frame_hooks(self._prefill_llm, before_push=self._prefill_on_llm_push)
+            self._prefill_hooked = False
         if self._prefill_turn is not None:
             self.turns.append(self._prefill_planner.end_turn())
             self._prefill_turn = None
+        self._prefill_log.flush()
+
+    # -- warnings (each at most once per session) ----------------------------------------
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._prefill_warned:
+            self._prefill_warned.add(key)
+            logger.warning(f"{self}: {message}")
+
+    def _check_stabiliser(self, context: LLMContext) -> None:
+        if self._prefill_saw_stable or "no-stabiliser" in self._prefill_warned:
+            return
+        messages = context.get_messages() if isinstance(context, LLMContext) else []
+        last = messages[-1] if messages else None
+        text = last.get("content") if isinstance(last, dict) and last.get("role") == "user" else ""
+        words = len(text.split()) if isinstance(text, str) else 0
+        if words >= STABILISER_CHECK_WORDS:
+            self._warn_once(
+                "no-stabiliser",
+                f"the caller spoke a {words}-word turn and no StableTranscriptFrame reached "
+                "this processor, so it sent no prefill. Put TwoUpdateStabilizer() between the "
+                "STT and the user aggregator, which consumes transcripts: [transport.input(), "
+                "stt, TwoUpdateStabilizer(), pair.user(), SpeculativePrefill(llm, "
+                "context=context), llm, ...]",
+            )
+
+    def _explain_skip(self, reason: Skip, tokens: int | None) -> None:
+        config = self.config
+        provider = getattr(self._prefill_backend, "provider", None) or "the provider"
+        if reason is Skip.BELOW_MINIMUM:
+            floor = max(config.min_prompt_tokens or 0, config.block_tokens or 1)
+            self._warn_once(
+                "below-minimum",
+                f"the prefill prompt is ~{tokens} tokens, below {provider}'s minimum cacheable "
+                f"prefix ({floor} tokens), so no prefill is sent: it could not be cached. If "
+                "your provider caches shorter prompts, set "
+                "config=PrefillConfig(min_prompt_tokens=N).",
+            )
+        elif reason is Skip.NOT_CACHING:
+            self._warn_once(
+                "not-caching",
+                f"{provider} cached nothing of {config.uncached_alarm} prefills in a row that "
+                f"repeated a prefix it had just been sent (~{tokens} tokens), so prefills of "
+                "this size stop: its prompt cache is not keeping them (a minimum cacheable "
+                "prefix above that, or caching off). Set config=PrefillConfig("
+                "min_prompt_tokens=N) or provider=... to say what the provider caches.",
+            )
+        elif reason is Skip.CANNOT_FINISH and "cannot-finish" not in self._prefill_warned:
+            self._prefill_warned.add("cannot-finish")
+            logger.info(
+                f"{self}: skipping a prefill of ~{tokens} tokens that {provider} cannot finish "
+                "before the caller is likely done (measured speed), so the real request would "
+                "compute it again"
+            )
+
+    # -- the bet -------------------------------------------------------------------------
 
     async def _on_stable(self, frame: StableTranscriptFrame) -> None:
         planner = self._prefill_planner
@@ -122,32 +296,31 @@ class SpeculativePrefill(FrameProcessor):
             return
         now = time.monotonic()
         if planner.blocked(frame.word_count, now) is not None:
-            planner.decide(frame.word_count, planner.config.min_prompt_tokens, now)  # counts it
+            planner.decide(frame.word_count, None, now)  # counts it
             return
-        tokens = planner.config.min_prompt_tokens
-        if tokens > 0:
-            try:
-                tokens = await self._estimate_tokens(frame.text)
-            except Exception as e:  # fail open: no prefill this time, the stock path runs
-                logger.warning(f"{self}: could not size the prefill ({type(e).__name__}: {e})")
-                return
+        try:
+            tokens = await self._estimate_tokens(frame.text)
+        except Exception as e:  # fail open: no prefill this time, the stock path runs
+            self._prefill_log.warning(
+                f"could not size the prefill ({type(e).__name__}: {e})", key="size-failed"
+            )
+            return
         reason = planner.decide(frame.word_count, tokens, now)
-        if reason is Skip.BELOW_MINIMUM and not self._prefill_warned_minimum:
-            self._prefill_warned_minimum = True
-            logger.info(
-                f"{self}: prompt of ~{tokens} tokens is below the provider's minimum cacheable "
-                f"prefix ({planner.config.min_prompt_tokens}); not sending prefills it can't cache"
-            )
-        if reason is None:
-            account = planner.turn
-            self._prefill_task = self.create_task(
-                self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
-            )
+        if planner.not_caching_raised:
+            planner.not_caching_raised = False
+            self._explain_skip(Skip.NOT_CACHING, tokens)
+        if reason is not None:
+            self._explain_skip(reason, tokens)
+            return
+        account = planner.turn
+        self._prefill_task = self.create_task(
+            self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
+        )
 
     async def _estimate_tokens(self, user_text: str) -> int:
         """Prompt size of a prefill: the context's part is rendered once per context state."""
         context = self._prefill_context
-        key = (len(context.get_messages()), id(context.tools))
+        key = (len(context.get_messages()), id(context.tools), id(context.tool_choice))
         if self._prefill_static != key:
             base = await self._prefill_backend.estimate_tokens(context, "")
             self._prefill_static = key
@@ -165,8 +338,9 @@ class SpeculativePrefill(FrameProcessor):
             raise
         except Exception as e:  # fail open: the stock request is unaffected
             planner.finished(False, time.monotonic())
-            logger.warning(
-                f"{self}: speculative prefill failed ({type(e).__name__}: {e}); backing off"
+            self._prefill_log.warning(
+                f"speculative prefill failed ({type(e).__name__}: {e}); backing off",
+                key="prefill-failed",
             )
         else:
             planner.finished(True, time.monotonic(), result.prompt_tokens, result.cached_tokens)
@@ -175,6 +349,23 @@ class SpeculativePrefill(FrameProcessor):
         if planner.turn_over or account is not planner.turn:
             # The turn was already confirmed: bring its accounting up to date.
             await self._annotate(account)
+
+    def _prefill_on_llm_push(self, service: Any, frame: Frame) -> None:
+        """Inline in the LLM's task: its TTFB and usage metrics, for the provider's speed."""
+        if not isinstance(frame, MetricsFrame):
+            return
+        for item in frame.data:
+            if isinstance(item, TTFBMetricsData):
+                self._prefill_ttfb = item.value
+            elif isinstance(item, LLMUsageMetricsData):
+                usage = item.value
+                read = usage.cache_read_input_tokens or 0
+                prompt = usage.prompt_tokens
+                provider = getattr(self._prefill_backend, "provider", None)
+                if provider and cache_facts(provider).net_of_cache:
+                    prompt += read + (usage.cache_creation_input_tokens or 0)
+                self._prefill_planner.real_request(prompt, read, self._prefill_ttfb)
+                self._prefill_ttfb = None
 
     async def _annotate(self, account: TurnAccount) -> None:
         await self.push_frame(TTFAAnnotationFrame(fields=account.to_dict()))

@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from pipecat_fast.request_tokens import chat_tokens
 from pipecat_fast.testing._loopback import (
     BadJSON,
     HttpEmulator,
@@ -40,7 +41,7 @@ from pipecat_fast.testing._loopback import (
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
-from pipecat_fast.tokens import encode, encode_within, get_encoding
+from pipecat_fast.tokens import encode, get_encoding
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
@@ -146,23 +147,6 @@ def content_text(content: Any) -> str:
                 parts.append(json.dumps(part, ensure_ascii=False, sort_keys=True))
         return "".join(parts)
     raise RequestError("content must be a string or a list of parts", "messages")
-
-
-def render_chat_prompt(messages: list[dict[str, Any]], tools: Any = None) -> str:
-    """The prompt as the model reads it: tools first, then ChatML-style messages.
-
-    Tools are serialized exactly as sent (key order kept), so reordering them busts the
-    cache as it does on the hosted APIs ("tools ... must be identical between requests").
-    """
-    pieces = []
-    if tools:
-        pieces.append("<|tools|>" + json.dumps(tools, ensure_ascii=False) + "\n")
-    for message in messages:
-        text = content_text(message.get("content"))
-        if message.get("tool_calls"):
-            text += json.dumps(message["tool_calls"], ensure_ascii=False)
-        pieces.append(f"<|im_start|>{message['role']}\n{text}<|im_end|>\n")
-    return "".join(pieces)
 
 
 def validate_chat_request(body: Any) -> dict[str, Any]:
@@ -368,8 +352,10 @@ class OpenAIEmulator(HttpEmulator):
         started = time.monotonic()
         try:
             body = validate_chat_request(await read_json_body(request))
-            prompt = render_chat_prompt(body["messages"], body.get("tools"))
-            tokens = encode_within(prompt, self.context_window)
+            for message in body["messages"]:
+                content_text(message.get("content"))  # a malformed content is a 400
+            # The prompt as OpenAI counts it (role and tool framing included).
+            tokens = chat_tokens(body["messages"], body.get("tools"), limit=self.context_window)
             if len(tokens) > self.context_window:
                 raise RequestError(
                     f"This model's maximum context length is {self.context_window} tokens. "

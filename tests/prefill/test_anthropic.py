@@ -1,5 +1,6 @@
 """Speculative prefill against the Anthropic emulator's cache_control semantics."""
 
+import pytest
 from anthropic import AsyncAnthropic
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.anthropic.llm import AnthropicLLMService
@@ -77,3 +78,29 @@ def test_backend_is_picked_by_provider():
         api_key="k", settings=AnthropicLLMService.Settings(model="m", enable_prompt_caching=True)
     )
     assert 512 <= backend_for(cached).min_prompt_tokens <= 4096
+
+
+def test_block_sizes_come_from_the_registry_and_can_be_overridden():
+    engine = OpenAILLMService(
+        api_key="k",
+        base_url="http://127.0.0.1:1/v1",
+        settings=OpenAILLMService.Settings(model="qwen2.5-7b-instruct"),
+    )
+    assert backend_for(engine, provider="vllm").block_tokens == 16
+    assert backend_for(engine, provider="sglang").block_tokens == 1
+    assert backend_for(engine, provider="llama.cpp").block_tokens == 1
+    assert OpenAIPrefill(engine, provider="vllm", block_tokens=32).block_tokens == 32
+    hosted = OpenAILLMService(api_key="k", settings=OpenAILLMService.Settings(model="gpt-4.1"))
+    assert backend_for(hosted).block_tokens == 128
+    assert backend_for(hosted).hosted_openai
+    assert not backend_for(engine).hosted_openai
+
+
+def test_services_prefill_cannot_drive_are_refused_by_name():
+    from pipecat.services.cartesia.tts import CartesiaTTSService
+
+    tts = CartesiaTTSService(api_key="k", settings=CartesiaTTSService.Settings(voice="v"))
+    with pytest.raises(TypeError, match="OpenAI-compatible service .* or AnthropicLLMService"):
+        backend_for(tts)
+    with pytest.raises(ValueError, match="unknown provider 'openia'"):
+        backend_for(OpenAILLMService(api_key="k"), provider="openia")

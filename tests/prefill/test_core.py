@@ -1,97 +1,301 @@
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, Skip
+from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, ProviderSpeed, Skip
+
+
+def planner_for(**kwargs):
+    return PrefillPlanner(PrefillConfig(**kwargs))
 
 
 def test_first_prefill_early_then_one_per_n_new_words_and_one_at_a_time():
-    planner = PrefillPlanner(PrefillConfig(first_words=1, min_new_words=2))
+    planner = planner_for(first_words=1, min_new_words=2)
     assert planner.decide(0, 5000, now=0.0) is Skip.TOO_FEW_NEW_WORDS
     assert planner.decide(1, 5000, now=0.0) is None  # the first one carries the context
     assert planner.decide(5, 5000, now=0.1) is Skip.IN_FLIGHT
     planner.finished(True, now=0.2, prompt_tokens=5000, cached_tokens=4900)
-    assert planner.decide(2, 5000, now=0.3) is Skip.TOO_FEW_NEW_WORDS  # only 1 new since 1
-    assert planner.decide(3, 5000, now=0.3) is None
+    assert planner.decide(2, 5001, now=0.3) is Skip.TOO_FEW_NEW_WORDS  # only 1 new since 1
+    assert planner.decide(3, 5002, now=0.3) is None
     assert planner.turn.prefills == 2
     assert planner.turn.prefill_computed_tokens == 100
-
-
-def test_defaults_are_the_bench_choice():
-    config = PrefillConfig()
-    assert (config.first_words, config.min_new_words) == (1, 4)
+    assert planner.turn.skipped == {"too_few_new_words": 2, "in_flight": 1}
 
 
 def test_no_new_prefill_once_the_caller_is_silent_until_they_speak_again():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1))
+    planner = planner_for(min_new_words=1)
     planner.caller_silent()
     assert planner.decide(3, 100, now=0.0) is Skip.SILENCE
     planner.caller_speaking()
     assert planner.decide(3, 100, now=0.0) is None
 
 
+def test_silence_rule_can_be_turned_off():
+    planner = planner_for(min_new_words=1, stop_on_silence=False)
+    planner.caller_silent()
+    assert planner.decide(3, 100, now=0.0) is None
+
+
 def test_below_the_provider_minimum_nothing_is_sent():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1, min_prompt_tokens=1024))
+    planner = planner_for(min_new_words=1, min_prompt_tokens=1024)
     assert planner.decide(3, 800, now=0.0) is Skip.BELOW_MINIMUM
     assert planner.decide(4, 1500, now=0.0) is None
 
 
+def test_a_prompt_under_one_cache_block_cannot_be_cached():
+    planner = planner_for(min_new_words=1, min_prompt_tokens=0, block_tokens=16)  # vLLM
+    assert planner.decide(1, 15, now=0.0) is Skip.BELOW_MINIMUM
+    assert planner.decide(1, 16, now=0.0) is None
+
+
+def test_a_later_prefill_inside_the_same_cache_block_is_not_sent():
+    planner = planner_for(min_new_words=1, min_prompt_tokens=1024, block_tokens=128)  # OpenAI
+    assert planner.decide(1, 2000, now=0.0) is None  # cacheable: 1920
+    planner.finished(True, now=0.1, prompt_tokens=2000, cached_tokens=0)
+    assert planner.decide(2, 2040, now=0.2) is Skip.NO_NEW_BLOCK  # still 1920
+    assert planner.decide(3, 2048, now=0.3) is None  # 2048: one block more
+    planner.finished(True, now=0.4, prompt_tokens=2048, cached_tokens=1920)
+    planner.stop_turn()
+    planner.end_turn()
+    assert planner.decide(1, 2050, now=1.0) is None  # a new turn's first prefill always may
+
+
+def test_with_one_token_blocks_every_new_token_counts():
+    planner = planner_for(min_new_words=1, block_tokens=1)
+    assert planner.decide(1, 40, now=0.0) is None
+    planner.finished(True, now=0.1, prompt_tokens=40)
+    assert planner.decide(2, 41, now=0.2) is None
+
+
+def test_config_cacheable_follows_minimum_and_block():
+    config = PrefillConfig(min_prompt_tokens=1024, block_tokens=128)
+    assert [config.cacheable(n) for n in (0, 1023, 1024, 1100, 1152)] == [0, 0, 1024, 1024, 1152]
+    assert PrefillConfig(min_prompt_tokens=0, block_tokens=1).cacheable(1) == 1
+    assert PrefillConfig().cacheable(0) == 0
+
+
+def test_a_provider_that_caches_nothing_of_repeated_prefixes_stops_getting_prefills():
+    planner = planner_for(min_new_words=1, uncached_alarm=2)
+    assert planner.decide(1, 300, now=0.0) is None
+    planner.finished(True, now=0.1, prompt_tokens=300, cached_tokens=0)  # the first is cold
+    assert not planner.not_caching_raised
+    assert planner.decide(2, 305, now=0.2) is None
+    planner.finished(True, now=0.3, prompt_tokens=305, cached_tokens=0)  # repeat: nothing
+    assert not planner.not_caching_raised
+    assert planner.decide(3, 310, now=0.4) is None
+    planner.finished(True, now=0.5, prompt_tokens=310, cached_tokens=0)  # again: the alarm
+    assert planner.not_caching_raised
+    assert planner.decide(4, 320, now=0.6) is Skip.NOT_CACHING
+    # A prompt that grew well past the uncached ones is tried again (a minimum we don't know).
+    assert planner.decide(5, 470, now=0.7) is None
+
+
+def test_cached_tokens_keep_the_caching_alarm_quiet():
+    planner = planner_for(min_new_words=1)
+    for i in range(6):
+        assert planner.decide(i + 1, 2000 + i, now=float(i)) is None
+        planner.finished(True, now=i + 0.5, prompt_tokens=2000 + i, cached_tokens=1900)
+    assert not planner.not_caching_raised
+
+
 def test_failures_back_off_exponentially_and_success_resets():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1, backoff_s=1.0, max_backoff_s=3.0))
-    assert planner.decide(1, 0, now=0.0) is None
+    planner = planner_for(min_new_words=1, backoff_s=1.0, max_backoff_s=3.0)
+    assert planner.decide(1, None, now=0.0) is None
     planner.finished(False, now=0.0)
-    assert planner.decide(2, 0, now=0.5) is Skip.BACKING_OFF
-    assert planner.decide(2, 0, now=1.0) is None
+    assert planner.decide(2, None, now=0.5) is Skip.BACKING_OFF
+    assert planner.decide(2, None, now=1.0) is None
     planner.finished(False, now=1.0)  # second failure: 2 s
-    assert planner.decide(3, 0, now=2.5) is Skip.BACKING_OFF
-    assert planner.decide(3, 0, now=3.0) is None
+    assert planner.decide(3, None, now=2.5) is Skip.BACKING_OFF
+    assert planner.decide(3, None, now=3.0) is None
     planner.finished(False, now=3.0)  # third: capped at 3 s
-    assert planner.decide(4, 0, now=5.9) is Skip.BACKING_OFF
-    assert planner.decide(4, 0, now=6.0) is None
+    assert planner.decide(4, None, now=5.9) is Skip.BACKING_OFF
+    assert planner.decide(4, None, now=6.0) is None
     planner.finished(True, now=6.1, prompt_tokens=10, cached_tokens=0)
     assert planner.turn.prefill_failures == 3
+    assert planner.decide(5, None, now=6.2) is None  # success reset the backoff
 
 
 def test_a_confirmed_turn_sends_nothing_more_and_a_new_turn_starts_fresh():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1))
-    assert planner.decide(1, 0, now=0.0) is None
+    planner = planner_for(min_new_words=1)
+    assert planner.decide(1, None, now=0.0) is None
     planner.stop_turn()
     assert planner.turn_over
     planner.finished(True, now=0.1, prompt_tokens=50, cached_tokens=0)
-    assert planner.decide(5, 0, now=0.2) is Skip.TURN_ENDED
+    assert planner.decide(5, None, now=0.2) is Skip.TURN_ENDED
     account = planner.end_turn()
     assert (account.prefills, account.prefill_prompt_tokens) == (1, 50)
-    assert planner.decide(1, 0, now=0.3) is None  # counts from zero again
+    assert planner.decide(1, None, now=0.3) is None  # counts from zero again
 
 
 def test_a_new_turn_whose_first_words_come_after_the_vad_stop_sends_nothing():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1))
-    assert planner.decide(2, 0, now=0.0) is None
+    planner = planner_for(min_new_words=1)
+    assert planner.decide(2, None, now=0.0) is None
     planner.finished(True, now=0.1)
     planner.caller_silent()
     planner.stop_turn()
     planner.end_turn()  # "Yes": the next turn's first stable word arrives with its final
-    assert planner.decide(1, 0, now=1.0) is Skip.SILENCE
+    assert planner.decide(1, None, now=1.0) is Skip.SILENCE
     planner.caller_speaking()
-    assert planner.decide(1, 0, now=1.1) is None
+    assert planner.decide(1, None, now=1.1) is None
 
 
 def test_late_usage_lands_in_the_turn_that_sent_the_prefill():
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1))
-    assert planner.decide(2, 0, now=0.0) is None
+    planner = planner_for(min_new_words=1)
+    assert planner.decide(2, None, now=0.0) is None
     first = planner.end_turn()
     planner.finished(True, now=1.0, prompt_tokens=70, cached_tokens=20)
     assert first.prefill_computed_tokens == 50
     assert planner.turn.prefill_computed_tokens == 0
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"first_words": 0},
+        {"min_new_words": -1},
+        {"min_new_words": 1.5},
+        {"min_prompt_tokens": -1},
+        {"block_tokens": "16"},
+        {"backoff_s": -1.0},
+        {"expected_turn_s": float("nan")},
+        {"uncached_alarm": 0},
+    ],
+)
+def test_bad_configuration_is_refused_with_the_field_named(kwargs):
+    [name] = kwargs
+    with pytest.raises(ValueError, match=name):
+        PrefillConfig(**kwargs)
+
+
+# -- the provider's speed and the "cannot finish" rule -------------------------------------
+
+
+def test_speed_is_unknown_until_a_cold_request_was_measured():
+    speed = ProviderSpeed()
+    assert speed.seconds_for(30_000) is None
+    speed.add(40, 0.15)  # warm requests measure only the base
+    assert speed.seconds_for(100) == pytest.approx(0.15)
+    assert speed.seconds_for(30_000) is None
+    speed.add(30_000, 3.15)  # a cold one: 3 s above the base for 30k tokens
+    assert speed.seconds_for(30_000) == pytest.approx(3.15)
+    assert speed.seconds_for(3_000) == pytest.approx(0.45)
+
+
+def test_speed_takes_the_median_so_one_slow_request_does_not_swing_it():
+    speed = ProviderSpeed()
+    for seconds in (0.10, 0.11, 0.12):
+        speed.add(10, seconds)
+    for uncached, seconds in ((10_000, 1.11), (20_000, 2.11), (5_000, 9.0)):
+        speed.add(uncached, seconds)
+    assert speed.seconds_for(10_000) == pytest.approx(0.11 + 10_000 * 1e-4, rel=0.01)
+
+
+def cold_speed():
+    speed = ProviderSpeed()
+    speed.add(20, 0.15)
+    speed.add(30_000, 3.15)  # 0.1 ms per uncached token: the large-prompt profile
+    return speed
+
+
+def test_a_cold_prefill_that_cannot_finish_before_the_caller_is_done_is_skipped():
+    planner = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.35), cold_speed())
+    planner.caller_speaking(now=10.0)
+    # At 10.5 s: ~1.5 s of speech left + 0.35 s; 30k cold tokens take ~3.2 s.
+    assert planner.time_left(10.5) == pytest.approx(1.85)
+    assert planner.decide(1, 30_000, now=10.5) is Skip.CANNOT_FINISH
+    # A 3k-token prompt (0.45 s) still pays.
+    assert planner.decide(1, 3_000, now=10.5) is None
+
+
+def test_what_the_cache_already_holds_is_not_counted_as_work():
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1), cold_speed())
+    planner.real_request(prompt_tokens=29_800, cached_tokens=0, ttft_s=3.1)  # turn 0's request
+    planner.caller_speaking(now=0.0)
+    assert planner.decide(1, 30_000, now=0.5) is None  # 200 uncached tokens: 0.17 s
+
+
+def test_the_session_learns_how_long_its_caller_talks():
+    planner = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.0), cold_speed())
+    for start in (0.0, 10.0, 20.0):
+        planner.caller_speaking(now=start)
+        planner.caller_silent(now=start + 5.2, stop_secs=0.2)  # 5 s turns
+    planner.caller_speaking(now=30.0)
+    assert planner.time_left(30.5) == pytest.approx(4.5)
+    assert planner.decide(1, 30_000, now=30.5) is None  # 3.15 s fits in 4.5 s
+
+
+def test_a_provider_that_reuses_an_unfinished_prefill_is_never_skipped_for_speed():
+    speed = ProviderSpeed()  # nothing measured yet: the first cold prefill goes
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1), speed)
+    planner.caller_speaking(now=0.0)
+    assert planner.decide(1, 30_000, now=0.5) is None
+    planner.request_dispatched(now=2.0)  # the turn ended with the prefill still running
+    planner.finished(True, now=3.5, prompt_tokens=30_000, cached_tokens=0)
+    # A serial engine: the real request waited for the prefill and read what it computed.
+    planner.real_request(prompt_tokens=30_010, cached_tokens=29_990, ttft_s=1.6)
+    assert speed.reuses_unfinished is True
+    assert speed.samples == [(30_000, 3.0)]  # the waiting request is no speed sample
+    planner.stop_turn()
+    planner.end_turn()
+    planner.caller_speaking(now=10.0)
+    assert planner.decide(1, 90_000, now=10.5) is None  # 6 s of work, but never wasted here
+
+
+def test_a_provider_that_recomputes_is_marked_so():
+    speed = ProviderSpeed()
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1), speed)
+    assert planner.decide(1, 30_000, now=0.5) is None
+    planner.request_dispatched(now=2.0)
+    planner.real_request(prompt_tokens=30_010, cached_tokens=0, ttft_s=3.2)
+    assert speed.reuses_unfinished is False
+
+
+def test_the_speed_rule_can_be_turned_off():
+    planner = PrefillPlanner(PrefillConfig(skip_unfinishable=False), cold_speed())
+    assert planner.decide(1, 300_000, now=0.5) is None
+
+
 @given(st.lists(st.integers(0, 30), max_size=40))
 def test_never_two_in_flight(word_counts):
-    planner = PrefillPlanner(PrefillConfig(min_new_words=1))
+    planner = planner_for(min_new_words=1)
     in_flight = 0
     for i, words in enumerate(word_counts):
-        if planner.decide(words, 0, now=float(i)) is None:
+        if planner.decide(words, None, now=float(i)) is None:
             in_flight += 1
             assert in_flight == 1
         if i % 3 == 2 and planner.in_flight:
             planner.finished(True, now=float(i))
             in_flight -= 1
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.integers(0, 5000), st.booleans(), st.integers(0, 5000)),
+        max_size=40,
+    ),
+    st.sampled_from([1, 16, 128]),
+)
+def test_every_sent_prefill_is_cacheable_and_adds_a_block(steps, block):
+    planner = planner_for(min_new_words=1, min_prompt_tokens=1024, block_tokens=block)
+    config = planner.config
+    sent_this_turn = []
+    for i, (words, tokens, end_turn, reported) in enumerate(steps):
+        if end_turn:
+            planner.stop_turn()
+            planner.end_turn()
+            sent_this_turn = []
+            continue
+        if planner.decide(words, tokens, now=float(i)) is None:
+            assert config.cacheable(tokens) > 0
+            if sent_this_turn:
+                assert config.cacheable(tokens) > config.cacheable(sent_this_turn[-1])
+            sent_this_turn.append(tokens)
+            planner.finished(True, now=i + 0.5, prompt_tokens=tokens, cached_tokens=reported)
+
+
+def test_a_failed_prefill_cached_nothing_so_the_next_counts_from_before_it():
+    planner = planner_for(min_new_words=4, min_prompt_tokens=1024, block_tokens=128, backoff_s=0)
+    assert planner.decide(1, 2000, now=0.0) is None
+    planner.finished(False, now=0.1)
+    # Not "too few new words" and not "no new block": nothing of the failed one was kept.
+    assert planner.decide(2, 2004, now=0.2) is None

@@ -1,8 +1,14 @@
-"""SpeculativePrefill on fake frame streams, against the OpenAI emulator and the real service."""
+"""SpeculativePrefill on fake frame streams, against the OpenAI emulator and the real service.
+
+Frames reach the processor one at a time, in order (``tests.pacing``); waits are on conditions
+(a prefill finished), never on the clock.
+"""
 
 import asyncio
+import warnings
 
 import pytest
+from loguru import logger
 from pipecat.frames.frames import (
     ErrorFrame,
     InterruptionFrame,
@@ -15,13 +21,15 @@ from pipecat.frames.frames import (
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.openai.llm import OpenAILLMService
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import run_test
 
 from pipecat_fast.prefill import OpenAIPrefill, PrefillConfig, SpeculativePrefill
+from pipecat_fast.request_tokens import count_chat_tokens
 from pipecat_fast.stabilizer.frames import StableTranscriptFrame
 from pipecat_fast.testing.openai_server import OpenAIEmulator
 from pipecat_fast.testing.profiles import LatencyProfile
 from pipecat_fast.ttfa import TTFAAnnotationFrame
+from tests.pacing import Pacer, Until, paced
 
 FAST = LatencyProfile("test", 0, 0, 100, 0, 0.0, 0, 10_000, 0)
 SLOW_PREFILL = LatencyProfile("slow", 0, 0, 100, 0, 0.5, 0, 10_000, 0)  # 0.5 ms/token
@@ -29,11 +37,19 @@ SYSTEM = "You are the front desk of a dental clinic. Keep every answer short. " 
 FINAL = "I would like to book a cleaning for next Tuesday."
 
 
-def llm_for(emulator):
+@pytest.fixture
+def log_lines():
+    lines = []
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="DEBUG")
+    yield lines
+    logger.remove(sink)
+
+
+def llm_for(emulator, model="gpt-4.1-mini", system=SYSTEM):
     return OpenAILLMService(
         api_key="test-key",
         base_url=emulator.base_url,
-        settings=OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction=SYSTEM),
+        settings=OpenAILLMService.Settings(model=model, system_instruction=system),
     )
 
 
@@ -57,35 +73,51 @@ def real_turn(context, text=FINAL):
     ]
 
 
-async def run(emulator, frames, context, **kwargs):
-    llm = llm_for(emulator)
-    # Direct mode: the prefill sees the frames in the order sent (a system frame such as the
-    # VAD stop would otherwise overtake the stable frames, which are data frames).
-    prefill = SpeculativePrefill(llm, context=context, enable_direct_mode=True, **kwargs)
-    down, up = await run_test(Pipeline([prefill, llm]), frames_to_send=frames)
-    return prefill, down, up
+def idle(prefill):
+    return Until(lambda: not prefill.in_flight, what="the prefill finished")
+
+
+async def run(prefill, llm, *items):
+    pacer = Pacer(prefill)
+    down, up = await run_test(Pipeline([pacer, prefill, llm]), frames_to_send=paced(*items))
+    assert pacer.timed_out == []
+    return down, up
 
 
 async def test_prefill_warms_the_cache_for_the_real_request():
     async with OpenAIEmulator(FAST) as emulator:
         context = LLMContext()
-        frames = [
-            stable("I would"),
-            SleepFrame(0.5),
-            stable("I would like to book a cleaning"),
-            SleepFrame(0.5),
-        ]
-        prefill, down, _ = await run(emulator, frames + real_turn(context), context)
-        prefills = [r for r in emulator.requests if r.max_tokens == 1]  # 2 words, then 4 more
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [stable("I would"), idle(prefill), stable("I would like to book a cleaning")]
+        down, _ = await run(prefill, llm, *frames, idle(prefill), *real_turn(context))
+        prefills = [r for r in emulator.requests if r.max_tokens == 1]
         [real] = [r for r in emulator.requests if r.max_tokens != 1]
-    assert len(prefills) == 2
+    # The first prefill carries the whole context; four more words stay inside the same
+    # 128-token cache block, so a second prefill would add nothing OpenAI can cache.
+    assert len(prefills) == 1
+    assert prefill.turns[-1].skipped == {"no_new_block": 1}
     assert all(not r.stream for r in prefills)
     # The real request reads everything up to the caller's stable words from the cache.
     assert real.cached_tokens == prefills[-1].prompt_tokens // 128 * 128
     assert real.cached_tokens > 2000
     assert "".join(f.text for f in down if isinstance(f, LLMTextFrame))  # the real reply streamed
     [note] = [f for f in down if isinstance(f, TTFAAnnotationFrame)]
-    assert note.fields["prefill_requests"] == 2
+    assert note.fields["prefill_requests"] == 1
+
+
+async def test_a_later_prefill_goes_when_the_new_words_fill_a_cache_block():
+    long_turn = " ".join(["tuesday morning please"] * 60)  # ~180 tokens more
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [stable("I would"), idle(prefill), stable(f"I would {long_turn}"), idle(prefill)]
+        await run(prefill, llm, *frames, *real_turn(context, f"I would {long_turn}"))
+        first, second, real = emulator.requests
+    assert second.prompt_tokens // 128 > first.prompt_tokens // 128
+    assert second.cached_tokens == first.prompt_tokens // 128 * 128
+    assert real.cached_tokens == second.prompt_tokens // 128 * 128
 
 
 async def test_without_prefill_the_same_real_request_misses():
@@ -96,35 +128,137 @@ async def test_without_prefill_the_same_real_request_misses():
     assert [r.cached_tokens for r in emulator.requests] == [0]
 
 
-async def test_never_two_in_flight_and_none_after_silence():
+async def test_the_estimate_is_the_providers_count_with_role_and_tool_framing():
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "book",
+                "description": "Book a visit.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"day": {"type": "string", "description": "Weekday."}},
+                    "required": ["day"],
+                },
+            },
+        }
+    ]
+    from pipecat.adapters.schemas.function_schema import FunctionSchema
+    from pipecat.adapters.schemas.tools_schema import ToolsSchema
+
+    schema = ToolsSchema(
+        standard_tools=[
+            FunctionSchema(
+                name="book",
+                description="Book a visit.",
+                properties={"day": {"type": "string", "description": "Weekday."}},
+                required=["day"],
+            )
+        ]
+    )
+    async with OpenAIEmulator(FAST) as emulator:
+        history = [
+            {"role": "assistant", "content": "Hello, dental clinic."},
+            {"role": "user", "content": "Hi."},
+            {"role": "assistant", "content": "How can I help?"},
+        ]
+        context = LLMContext(messages=history, tools=schema)
+        llm = llm_for(emulator)
+        backend = OpenAIPrefill(llm)
+        estimate = await backend.estimate_tokens(context, "I want to book")
+        await backend.prefill(context, "I want to book")
+        [sent] = emulator.requests
+    assert estimate == sent.prompt_tokens
+    # The framing is most of what the old text-only estimate missed: 3 + role per message,
+    # the reply priming, and the tool namespace rather than nothing.
+    texts = [SYSTEM, *(m["content"] for m in history), "I want to book"]
+    assert estimate > count_chat_tokens([{"role": "user", "content": t} for t in texts]) - 5 * 1
+    assert estimate >= count_chat_tokens([], tools) + 5 * 4
+
+
+async def test_a_context_system_message_is_sent_as_is_without_a_deprecation_from_here():
+    async with OpenAIEmulator(FAST) as emulator:
+        llm = llm_for(emulator, system=None)
+        context = LLMContext(
+            messages=[
+                {"role": "system", "content": "You are terse."},
+                {"role": "assistant", "content": "Hi."},
+            ]
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mine = await OpenAIPrefill(llm).render(context, "hello")
+        assert not [w for w in caught if "prefill" in w.filename]
+        # Byte-identical to what the service renders for the same turn (its deprecated path).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = await llm.get_llm_adapter().get_llm_invocation_params(
+                LLMContext(
+                    messages=[*context.get_messages(), {"role": "user", "content": "hello"}]
+                ),
+                system_instruction=None,
+                convert_developer_to_user=False,
+            )
+    assert mine["messages"] == theirs["messages"]
+    assert mine["messages"][0] == {"role": "system", "content": "You are terse."}
+
+
+async def test_a_context_system_message_beside_the_services_instruction_is_kept_second():
+    async with OpenAIEmulator(FAST) as emulator:
+        llm = llm_for(emulator, system="Be kind.")
+        context = LLMContext(messages=[{"role": "system", "content": "You are terse."}])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mine = await OpenAIPrefill(llm).render(context, "hello")
+        assert not [w for w in caught if "prefill" in w.filename]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = await llm.get_llm_adapter().get_llm_invocation_params(
+                LLMContext(
+                    messages=[*context.get_messages(), {"role": "user", "content": "hello"}]
+                ),
+                system_instruction="Be kind.",
+                convert_developer_to_user=False,
+            )
+    assert mine["messages"] == theirs["messages"]
+
+
+async def test_never_two_in_flight():
     async with OpenAIEmulator(SLOW_PREFILL) as emulator:  # each prefill takes ~2 s
         context = LLMContext()
-        frames = [
-            stable("one two"),
-            stable("one two three four"),
-            stable("one two three four five six"),
-        ]
-        frames += [
-            VADUserStoppedSpeakingFrame(stop_secs=0.2),
-            stable("one two three four five six seven eight"),
-        ]
-        frames += [SleepFrame(0.5)]
-        prefill, _, _ = await run(emulator, frames, context, config=PrefillConfig(min_new_words=2))
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context, config=PrefillConfig(min_new_words=2))
+        sent = Until(lambda: len(emulator.requests) == 1, what="the first prefill was sent")
+        frames = [stable("one two"), sent, stable("one two three four"), stable("one two six")]
+        await run(prefill, llm, *frames)
     assert len(emulator.requests) == 1
+    assert prefill.turns[-1].skipped == {"in_flight": 2}
     leftovers = [t for t in asyncio.all_tasks() if "prefill" in t.get_name() and not t.done()]
     assert leftovers == []  # cancelled at the end of the session, not leaked
+
+
+async def test_no_new_prefill_once_the_caller_is_silent():
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [stable("one two"), idle(prefill), VADUserStoppedSpeakingFrame(stop_secs=0.2)]
+        await run(prefill, llm, *frames, stable("one two three four five six"))
+    assert len(emulator.requests) == 1
+    assert prefill.turns[-1].skipped == {"silence": 1}
 
 
 async def test_a_short_next_turn_stable_only_after_the_vad_stop_sends_no_prefill():
     async with OpenAIEmulator(FAST) as emulator:
         context = LLMContext()
-        frames = [VADUserStartedSpeakingFrame(), stable("hello there", turn=0), SleepFrame(0.3)]
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [VADUserStartedSpeakingFrame(), stable("hello there", turn=0), idle(prefill)]
         frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), UserStoppedSpeakingFrame()]
         # Turn 1 is a short "Yes": the stabiliser passes it on only with the final.
-        frames += [SleepFrame(0.1), VADUserStartedSpeakingFrame(), SleepFrame(0.05)]
-        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.05)]
-        frames += [stable("Yes", turn=1), SleepFrame(0.3)]
-        prefill, _, _ = await run(emulator, frames, context)
+        frames += [VADUserStartedSpeakingFrame(), VADUserStoppedSpeakingFrame(stop_secs=0.2)]
+        frames += [stable("Yes", turn=1)]
+        await run(prefill, llm, *frames)
     assert len([r for r in emulator.requests if r.max_tokens == 1]) == 1  # turn 0's only
     assert prefill.turns[-1].skipped == {"silence": 1}
 
@@ -132,69 +266,153 @@ async def test_a_short_next_turn_stable_only_after_the_vad_stop_sends_no_prefill
 async def test_session_ending_with_a_prefill_in_flight_cancels_it():
     async with OpenAIEmulator(SLOW_PREFILL) as emulator:
         context = LLMContext()
-        prefill, _, _ = await run(emulator, [stable("I would like"), SleepFrame(0.5)], context)
-        await asyncio.sleep(0.05)
-    assert len(emulator.requests) == 1
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        sent = Until(lambda: len(emulator.requests) == 1, what="the prefill reached the server")
+        await run(prefill, llm, stable("I would like"), sent)
+        assert prefill.in_flight is False
     leftovers = [t for t in asyncio.all_tasks() if "prefill" in t.get_name() and not t.done()]
     assert leftovers == []
 
 
-async def test_provider_errors_are_logged_backed_off_and_never_reach_the_pipeline():
+async def test_provider_errors_are_logged_backed_off_and_never_reach_the_pipeline(log_lines):
     async with OpenAIEmulator(FAST) as emulator:
         emulator.fail_next(429)  # prefills do not retry: one failed prefill
         context = LLMContext()
-        frames = [stable("I would"), SleepFrame(2.0), stable("I would like to"), SleepFrame(0.1)]
-        prefill, down, up = await run(
-            emulator, frames + real_turn(context), context, config=PrefillConfig(backoff_s=30.0)
-        )
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context, config=PrefillConfig(backoff_s=30.0))
+        frames = [stable("I would"), idle(prefill), stable("I would like to book a")]
+        down, up = await run(prefill, llm, *frames, *real_turn(context))
     assert not [f for f in up + down if isinstance(f, ErrorFrame)]
-    assert prefill.turns[-1].prefill_failures == 1  # the closed turn's account
-    # Backing off: the second stable update sent nothing; the real request still ran.
-    assert [r.max_tokens for r in emulator.requests if r.status == 200] == [None]
+    [turn] = prefill.turns
+    assert turn.prefill_failures == 1
+    # Backing off: the second stable update (4 new words, enough to go) sent nothing...
+    assert turn.skipped == {"backing_off": 1}
+    # ...and the real request still ran.
+    assert [r.max_tokens for r in emulator.requests] == [None]
     assert "".join(f.text for f in down if isinstance(f, LLMTextFrame))
+    assert len([m for m in log_lines if "speculative prefill failed" in m]) == 1
 
 
-async def test_below_the_provider_minimum_no_prefill_is_sent():
+async def test_a_provider_down_for_a_whole_call_logs_a_handful_of_lines_and_a_count(log_lines):
+    async with OpenAIEmulator(FAST) as emulator:
+        emulator.fail_next(500, count=40)
+        context = LLMContext()
+        llm = llm_for(emulator)
+        config = PrefillConfig(min_new_words=1, backoff_s=0.0, max_backoff_s=0.0)
+        prefill = SpeculativePrefill(llm, context=context, config=config)
+        words = "one two three four five six seven eight nine ten eleven twelve".split()
+        frames = []
+        for n in range(1, len(words) + 1):
+            frames += [stable(" ".join(words[:n])), idle(prefill)]
+        await run(prefill, llm, *frames)
+    assert prefill.turns[-1].prefill_failures == 12
+    failures = [m for m in log_lines if "speculative prefill failed" in m]
+    assert 1 <= len(failures) <= 4  # 3 per second, and a summary at the end of the session
+    assert any("more like this were not logged" in m for m in failures)
+
+
+async def test_below_the_provider_minimum_no_prefill_is_sent_and_the_fix_is_named(log_lines):
     async with OpenAIEmulator(FAST) as emulator:
         context = LLMContext()
-        llm = OpenAILLMService(api_key="k", base_url=emulator.base_url)  # tiny prompt
-        prefill = SpeculativePrefill(
-            backend=OpenAIPrefill(llm, min_prompt_tokens=1024), context=context
+        llm = llm_for(emulator, system="Be brief.")  # gpt-*: OpenAI's 1,024-token minimum
+        prefill = SpeculativePrefill(llm, context=context)
+        await run(
+            prefill, llm, stable("I would like to book"), stable("I would like to book a b c d")
         )
-        await run_test(Pipeline([prefill, llm]), frames_to_send=[stable("I would like to book")])
     assert emulator.requests == []
-    assert prefill._prefill_warned_minimum
+    assert prefill.turns[-1].skipped == {"below_minimum": 2}
+    [warning] = [m for m in log_lines if "minimum cacheable prefix" in m]
+    assert "openai's minimum cacheable prefix (1024 tokens)" in warning
+    assert "PrefillConfig(min_prompt_tokens=N)" in warning
+
+
+async def test_an_unknown_provider_that_caches_nothing_gets_a_warning_and_no_more(log_lines):
+    """The trial: five prefills of ~350 tokens, none cached, no word. Now two, then a warning."""
+    async with OpenAIEmulator(FAST) as emulator:  # caches from 1,024 tokens only
+        context = LLMContext()
+        llm = llm_for(emulator, model="qwen2.5-7b-instruct", system="Be brief. " * 100)
+        prefill = SpeculativePrefill(llm, context=context, config=PrefillConfig(min_new_words=1))
+        assert prefill.config.min_prompt_tokens == 0  # nothing identified the provider
+        words = "one two three four five six".split()
+        frames = []
+        for n in range(1, len(words) + 1):
+            frames += [stable(" ".join(words[:n])), idle(prefill)]
+        await run(prefill, llm, *frames)
+    assert len(emulator.requests) == 3  # a cold one, two repeats that read nothing, then stop
+    assert all(r.cached_tokens == 0 for r in emulator.requests)
+    assert prefill.turns[-1].skipped == {"not_caching": 3}
+    [warning] = [m for m in log_lines if "cached nothing" in m]
+    assert "PrefillConfig(min_prompt_tokens=N)" in warning
+    assert any("name no provider the registry knows" in m for m in log_lines)
 
 
 async def test_interruption_mid_prefill_passes_and_frames_are_unchanged():
     async with OpenAIEmulator(SLOW_PREFILL) as emulator:
         context = LLMContext()
-        sent = [stable("I would like"), InterruptionFrame(), SleepFrame(0.1)]
-        prefill, down, _ = await run(emulator, sent, context)
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        sent = Until(lambda: len(emulator.requests) == 1, what="the prefill reached the server")
+        frames = [stable("I would like"), sent, InterruptionFrame()]
+        down, _ = await run(prefill, llm, *frames)
     passed = [f for f in down if not type(f).__name__.endswith("MetadataFrame")]
     # Both frames pass, unchanged. (The LLM's queue runs the interruption, a system frame,
     # ahead of the stable frame, an uninterruptible data frame: that order is Pipecat's.)
-    assert sorted(passed, key=lambda f: type(f).__name__) == [sent[1], sent[0]]
+    assert sorted(passed, key=lambda f: type(f).__name__) == [frames[2], frames[0]]
     assert len(emulator.requests) == 1
 
 
 async def test_prefill_never_touches_the_real_context():
     async with OpenAIEmulator(FAST) as emulator:
         context = LLMContext(messages=[{"role": "assistant", "content": "Hi, how can I help?"}])
-        await run(emulator, [stable("I want to cancel"), SleepFrame(0.2)], context)
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        await run(prefill, llm, stable("I want to cancel"), idle(prefill))
     assert context.get_messages() == [{"role": "assistant", "content": "Hi, how can I help?"}]
     assert len(emulator.requests) == 1
 
 
 def test_backend_rejects_a_non_openai_service():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="not an OpenAI-compatible Pipecat LLM service"):
         OpenAIPrefill(object())
+
+
+def test_a_message_list_for_context_is_a_type_error_naming_the_fix():
+    llm = OpenAILLMService(api_key="k", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(TypeError, match=r"got list; wrap a message list as LLMContext\(messages"):
+        SpeculativePrefill(llm, context=[{"role": "user", "content": "hi"}])
+
+
+def test_a_tts_service_for_llm_is_a_type_error():
+    from pipecat.services.cartesia.tts import CartesiaTTSService
+
+    tts = CartesiaTTSService(api_key="k", settings=CartesiaTTSService.Settings(voice="v"))
+    with pytest.raises(TypeError, match="must be the pipeline's LLM service, got CartesiaTTS"):
+        SpeculativePrefill(tts, context=LLMContext())
+
+
+def test_the_providers_minimum_and_block_fill_in_what_the_config_leaves_open():
+    llm = OpenAILLMService(
+        api_key="k", base_url="http://127.0.0.1:9/v1", settings=OpenAILLMService.Settings(model="m")
+    )
+    vllm = SpeculativePrefill(llm, context=LLMContext(), provider="vllm")
+    assert (vllm.config.min_prompt_tokens, vllm.config.block_tokens) == (0, 16)
+    mine = SpeculativePrefill(
+        llm,
+        context=LLMContext(),
+        provider="vllm",
+        config=PrefillConfig(min_new_words=2, block_tokens=32, min_prompt_tokens=64),
+    )
+    assert (mine.config.min_prompt_tokens, mine.config.block_tokens) == (64, 32)
+    assert mine.config.min_new_words == 2
 
 
 class BrokenBackend:
     """A backend whose sizing fails: the lever must fail open."""
 
     min_prompt_tokens = 1024
+    block_tokens = 1
+    provider = "openai"
 
     async def estimate_tokens(self, context, user_text):
         raise RuntimeError("tokenizer exploded")
@@ -205,7 +423,7 @@ class BrokenBackend:
 
 async def test_a_failing_size_estimate_skips_the_prefill_and_passes_every_frame():
     context = LLMContext()
-    prefill = SpeculativePrefill(backend=BrokenBackend(), context=context, enable_direct_mode=True)
+    prefill = SpeculativePrefill(backend=BrokenBackend(), context=context)
     sent = [stable("I would like to book"), InterruptionFrame()]
     down, up = await run_test(prefill, frames_to_send=sent)
     assert [type(f).__name__ for f in down] == ["StableTranscriptFrame", "InterruptionFrame"]
