@@ -43,8 +43,7 @@ from pipecat.turns.user_stop.turn_analyzer_user_turn_stop_strategy import (
     TurnAnalyzerUserTurnStopStrategy,
 )
 
-from pipecat_fast.stabilizer.frames import StableTranscriptFrame
-from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
+from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
 
 # Turn events the wrapper decides on (or emits itself); frame-side events (on_push_frame,
 # on_broadcast_frame) go straight from the wrapped strategy to the listeners.

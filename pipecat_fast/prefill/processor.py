@@ -42,6 +42,7 @@ from pipecat.services.llm_service import LLMService
 
 from pipecat_fast._logging import RateLimitedLog
 from pipecat_fast._pipecat import add_inline_frame_hooks, remove_inline_frame_hooks
+from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import (
     PrefillConfig,
@@ -51,9 +52,7 @@ from pipecat_fast.prefill.core import (
     TurnAccount,
 )
 from pipecat_fast.providers import cache_facts
-from pipecat_fast.stabilizer.frames import StableTranscriptFrame
 from pipecat_fast.tokens import count_tokens
-from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
 
 _SPEEDS: dict[tuple[Any, ...], ProviderSpeed] = {}
 
