@@ -1,9 +1,9 @@
 """Provider facts: one registry, each fact with its source.
 
 Everything a lever needs to know about a provider lives here and nowhere else: prompt-cache
-minimums, granularity and lifetimes (``llm_cache.json``), and — as the levers that need them
-land — TTS connection facts (which warmup holds a socket, keepalives, idle closes). Pure:
-plain values in, facts out; recognising the provider behind a Pipecat service object is
+minimums, granularity and lifetimes (``llm_cache.json``), and TTS connection facts
+(``tts.json``: which warmup holds a socket, keepalives, idle closes, what "warm" means over
+HTTP). Pure: plain values in, facts out; recognising the provider behind a Pipecat service object is
 :mod:`pipecat_fast._pipecat`'s job.
 """
 
@@ -16,13 +16,29 @@ from pipecat_fast.providers.llm import (
     prefix_minimum,
     providers,
 )
+from pipecat_fast.providers.tts import (
+    Keepalive,
+    TTSFacts,
+    http_keepalive_expiry_s,
+    identify_tts_provider,
+    load_tts_table,
+    tts_facts,
+    tts_providers,
+)
 
 __all__ = [
     "CacheFacts",
+    "Keepalive",
     "PrefixMinimum",
+    "TTSFacts",
     "cache_facts",
+    "http_keepalive_expiry_s",
     "identify_provider",
+    "identify_tts_provider",
     "load_table",
+    "load_tts_table",
     "prefix_minimum",
     "providers",
+    "tts_facts",
+    "tts_providers",
 ]
