@@ -16,6 +16,7 @@ lever adds its function to the right section and its check to the adapter test.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,3 +200,276 @@ async def text_processor_frame(processor: Any, aggregation: Any) -> Any | None:
 def text_processor_skip_tts(processor: Any) -> bool | None:
     """The ``skip_tts`` of the reply an ``LLMTextProcessor`` is aggregating (``_skip_tts``)."""
     return processor._skip_tts
+
+
+# -- TTS connections (the warm-pool) --------------------------------------------------------
+
+PIPECAT_DEFAULT_OUT_RATE = 24000
+"""``PipelineParams.audio_out_sample_rate``'s default in Pipecat 1.14: the rate a TTS service
+takes at setup when neither it nor the pipeline names one."""
+
+
+@dataclass(frozen=True)
+class TTSIdentity:
+    """Plain facts about a Pipecat TTS service, for the warm-pool.
+
+    Attributes:
+        modules: Module names of the service class and its bases, most derived first.
+        url: The URL the service dials, when the service keeps it where the adapter knows.
+        websocket: The service keeps a WebSocket (a ``WebsocketService``).
+        reconnects_on_interruption: It closes and reopens its socket on every interruption
+            (an ``InterruptibleTTSService``: Fish, Sarvam, Rime's raw WebSocket).
+        http_client: For an HTTP service, its client library (``"httpx"``/``"aiohttp"``).
+    """
+
+    modules: tuple[str, ...]
+    url: str | None
+    websocket: bool
+    reconnects_on_interruption: bool
+    http_client: str | None
+
+
+@dataclass(frozen=True)
+class DialSpec:
+    """What a WebSocket TTS service passes to ``_websocket_connect``: the URI and its options.
+
+    Headers carry the API key: never log a spec; compare specs with :meth:`matches`.
+    """
+
+    uri: str
+    kwargs: dict[str, Any]
+
+    def matches(self, uri: str, kwargs: dict[str, Any]) -> bool:
+        """Whether a connection dialled with this spec is what ``(uri, kwargs)`` asks for."""
+        return self.uri == uri and _comparable(self.kwargs) == _comparable(kwargs)
+
+
+def _comparable(kwargs: dict[str, Any]) -> dict[str, Any]:
+    out = dict(kwargs)
+    headers = out.get("additional_headers")
+    if headers is not None:
+        items = headers.items() if hasattr(headers, "items") else headers
+        out["additional_headers"] = sorted((str(k), str(v)) for k, v in items)
+    return out
+
+
+def tts_identity(service: Any) -> TTSIdentity:
+    """Module names, URL, transport and interruption behaviour of a Pipecat TTS service."""
+    from pipecat.services.tts_service import InterruptibleTTSService
+    from pipecat.services.websocket_service import WebsocketService
+
+    modules = tuple(cls.__module__ for cls in type(service).__mro__ if cls is not object)
+    url = None
+    for attr in ("_url", "_base_url", "_websocket_url"):
+        value = getattr(service, attr, None)
+        if isinstance(value, str) and value:
+            url = value
+            break
+    websocket = isinstance(service, WebsocketService)
+    http_client = None
+    if not websocket:
+        http_client = "aiohttp" if getattr(service, "_session", None) is not None else "httpx"
+    return TTSIdentity(
+        modules=modules,
+        url=url,
+        websocket=websocket,
+        reconnects_on_interruption=isinstance(service, InterruptibleTTSService),
+        http_client=http_client,
+    )
+
+
+def tts_provider(service: Any) -> str | None:
+    """The canonical TTS provider of a Pipecat TTS service (see ``identify_tts_provider``)."""
+    from pipecat_fast.providers import identify_tts_provider
+
+    ident = tts_identity(service)
+    return identify_tts_provider(ident.modules, ident.url)
+
+
+def _rate(service: Any, sample_rate: int | None) -> int:
+    # TTSService.setup: ``self._sample_rate = self._init_sample_rate or audio_out_sample_rate``.
+    return int(
+        getattr(service, "_init_sample_rate", None) or sample_rate or PIPECAT_DEFAULT_OUT_RATE
+    )
+
+
+class _Temporarily:
+    """Set attributes for the length of a block (what ``setup()`` would have set), then restore."""
+
+    def __init__(self, obj: Any, **attrs: Any):
+        self._obj, self._attrs, self._saved = obj, attrs, {}
+
+    def __enter__(self):
+        for name, value in self._attrs.items():
+            self._saved[name] = getattr(self._obj, name)
+            setattr(self._obj, name, value)
+        return self._obj
+
+    def __exit__(self, *exc: object) -> None:
+        for name, value in self._saved.items():
+            setattr(self._obj, name, value)
+
+
+def _cartesia_spec(service: Any, rate: int) -> DialSpec:
+    headers = {
+        "X-API-Key": service._api_key,
+        "Cartesia-Version": service._cartesia_version,
+        **service._extra_headers,
+    }
+    return DialSpec(service._url, {"additional_headers": headers})
+
+
+def _elevenlabs_spec(service: Any, rate: int) -> DialSpec:
+    from pipecat.services.elevenlabs.tts_base import output_format_from_sample_rate
+
+    with _Temporarily(service, _output_format=output_format_from_sample_rate(rate)):
+        url = service._build_websocket_url()
+    return DialSpec(
+        url,
+        {"max_size": 16 * 1024 * 1024, "additional_headers": {"xi-api-key": service._api_key}},
+    )
+
+
+def _deepgram_spec(service: Any, rate: int) -> DialSpec:
+    # Mirrors DeepgramTTSService._connect_websocket (the URL is built inline there).
+    params = [f"model={service._settings.voice}", f"encoding={service._encoding}"]
+    params.append(f"sample_rate={rate}")
+    if service._settings.speed is not None:
+        params.append(f"speed={service._settings.speed}")
+    if service._mip_opt_out is not None:
+        params.append(f"mip_opt_out={str(service._mip_opt_out).lower()}")
+    url = f"{service._base_url}/v1/speak?{'&'.join(params)}"
+    return DialSpec(url, {"additional_headers": {"Authorization": f"Token {service._api_key}"}})
+
+
+def _rime_spec(service: Any, rate: int) -> DialSpec:
+    with _Temporarily(service, _sampling_rate=rate):
+        ws_params = service._build_ws_params()
+    params = "&".join(f"{k}={v}" for k, v in ws_params.items() if v is not None)
+    headers = {"Authorization": f"Bearer {service._api_key}"}
+    return DialSpec(f"{service._url}?{params}", {"additional_headers": headers})
+
+
+def _rime_raw_spec(service: Any, rate: int) -> DialSpec:
+    # Mirrors RimeNonJsonTTSService._connect_websocket (the URL is built inline there).
+    s = service._settings
+    values = {
+        "speaker": s.voice,
+        "modelId": s.model,
+        "audioFormat": service._audio_format,
+        "samplingRate": rate,
+    }
+    for name in ("language", "segment", "repetition_penalty", "temperature", "top_p"):
+        value = getattr(s, name, None)
+        if value is not None:
+            values["lang" if name == "language" else name] = value
+    values.update(s.extra)
+    params = "&".join(f"{k}={v}" for k, v in values.items() if v is not None)
+    return DialSpec(
+        f"{service._url}?{params}",
+        {
+            "additional_headers": {"Authorization": f"Bearer {service._api_key}"},
+            "max_size": 1024 * 1024 * 16,
+        },
+    )
+
+
+def _soniox_spec(service: Any, rate: int) -> DialSpec:
+    headers = {"Authorization": f"Bearer {service._api_key}"}
+    return DialSpec(service._url, {"additional_headers": headers})
+
+
+def _sarvam_spec(service: Any, rate: int) -> DialSpec:
+    from pipecat.services.sarvam._sdk import sdk_headers
+
+    return DialSpec(
+        service._websocket_url,
+        {
+            "additional_headers": {"api-subscription-key": service._api_key},
+            "user_agent_header": sdk_headers()["User-Agent"],
+        },
+    )
+
+
+_DIAL_SPECS = {
+    "pipecat.services.cartesia.tts.CartesiaTTSService": _cartesia_spec,
+    "pipecat.services.elevenlabs.tts.ElevenLabsTTSService": _elevenlabs_spec,
+    "pipecat.services.deepgram.tts.DeepgramTTSService": _deepgram_spec,
+    "pipecat.services.rime.tts.RimeTTSService": _rime_spec,
+    "pipecat.services.rime.tts.RimeNonJsonTTSService": _rime_raw_spec,
+    "pipecat.services.soniox.tts.SonioxTTSService": _soniox_spec,
+    "pipecat.services.sarvam.tts.SarvamTTSService": _sarvam_spec,
+}
+"""Pipecat 1.14 WebSocket TTS services whose first dial the pool can make ahead, by class.
+
+Each function returns what the class's ``_connect_websocket`` passes to
+``_websocket_connect`` once ``setup()`` has run at ``rate``. A subclass that changes what
+it dials is not covered (exact class match); the pool checks every hand-over against what
+the service actually asks for, so a wrong spec costs a fallback dial, never a wrong socket
+(``tests/test_pipecat_adapter.py`` compares each with the service's real dial)."""
+
+
+def tts_dial_spec(service: Any, sample_rate: int | None = None) -> DialSpec | None:
+    """What ``service`` will dial at setup, or ``None`` when no adapter knows its class.
+
+    Args:
+        service: A Pipecat WebSocket TTS service, not yet set up.
+        sample_rate: The pipeline's ``audio_out_sample_rate`` (the service's own
+            ``sample_rate`` wins, as in ``TTSService.setup``; Pipecat's default otherwise).
+    """
+    cls = type(service)
+    build = _DIAL_SPECS.get(f"{cls.__module__}.{cls.__qualname__}")
+    if build is None:
+        return None
+    return build(service, _rate(service, sample_rate))
+
+
+ConnectHook = Callable[[str, dict[str, Any], Callable[..., Awaitable[Any]]], Awaitable[Any]]
+
+
+def install_connect_hook(service: Any, hook: ConnectHook) -> None:
+    """Route every socket the service opens through ``hook(uri, kwargs, dial)``.
+
+    Every Pipecat 1.14 WebSocket service opens its sockets with
+    ``WebsocketService._websocket_connect(uri, **kwargs)`` — at setup, on a reconnect after a
+    close or an error, on every interruption (``InterruptibleTTSService``), on a settings
+    change. The hook returns the connection to use: a pooled one, or ``await dial(uri,
+    **kwargs)`` (the service's own dial). Installed on the instance, so the class and
+    ``isinstance`` stay as they were.
+
+    Raises:
+        TypeError: If the service is not a Pipecat ``WebsocketService``.
+    """
+    from pipecat.services.websocket_service import WebsocketService
+
+    if not isinstance(service, WebsocketService):
+        raise TypeError(f"{service} is not a Pipecat WebsocketService: no socket to pool")
+    original = WebsocketService._websocket_connect.__get__(service)
+
+    async def _connect(uri: str, **kwargs: Any) -> Any:
+        return await hook(uri, kwargs, original)
+
+    service._websocket_connect = _connect
+
+
+def remove_connect_hook(service: Any) -> None:
+    """Undo :func:`install_connect_hook` (the service dials for itself again)."""
+    service.__dict__.pop("_websocket_connect", None)
+
+
+async def tts_dial(service: Any, spec: DialSpec) -> Any:
+    """Open the socket ``spec`` describes the way the service itself would.
+
+    Through ``WebsocketService._websocket_connect`` (the unhooked one), so the connection has
+    the service's close and send timeouts (Pipecat's bounded connection class).
+    """
+    from pipecat.services.websocket_service import WebsocketService
+
+    return await WebsocketService._websocket_connect(service, spec.uri, **spec.kwargs)
+
+
+def connection_is_open(connection: Any) -> bool:
+    """Whether a ``websockets`` connection is open (``state is State.OPEN``)."""
+    from websockets.protocol import State
+
+    return getattr(connection, "state", None) is State.OPEN

@@ -188,3 +188,121 @@ async def test_text_processor_frame_applies_the_processor():
         "aggregated frame",
         "text_processor_frame",
     )
+
+
+# -- TTS connections (the warm-pool) --------------------------------------------------------
+
+
+def _tts_services(url: str):
+    """One of each Pipecat TTS service the pool has a dial adapter for, pointed at ``url``."""
+    from pipecat.services.cartesia.tts import CartesiaTTSService
+    from pipecat.services.deepgram.tts import DeepgramTTSService
+    from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+    from pipecat.services.rime.tts import RimeNonJsonTTSService, RimeTTSService
+    from pipecat.services.sarvam.tts import SarvamTTSService
+    from pipecat.services.soniox.tts import SonioxTTSService
+
+    return [
+        CartesiaTTSService(
+            api_key="k", url=f"{url}/tts/websocket", settings=CartesiaTTSService.Settings(voice="v")
+        ),
+        ElevenLabsTTSService(
+            api_key="k", url=url, settings=ElevenLabsTTSService.Settings(voice="v")
+        ),
+        DeepgramTTSService(api_key="k", base_url=url),
+        RimeTTSService(api_key="k", url=f"{url}/ws2", settings=RimeTTSService.Settings(voice="v")),
+        RimeNonJsonTTSService(
+            api_key="k", url=f"{url}/ws", settings=RimeNonJsonTTSService.Settings(voice="v")
+        ),
+        SonioxTTSService(api_key="k", url=f"{url}/tts-websocket"),
+        SarvamTTSService(api_key="k", url=f"{url}/text-to-speech/ws"),
+    ]
+
+
+@pytest.fixture
+async def accepting_server():
+    """A WebSocket server that accepts anything and reads until the client goes."""
+    from websockets.asyncio.server import serve
+
+    async def handler(connection):
+        async for _ in connection:
+            pass
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+@pytest.mark.parametrize("index", range(7))
+async def test_tts_dial_spec_is_what_the_service_dials(accepting_server, index):
+    """Each dial adapter predicts the service's real first dial at the pipeline's rate."""
+    from pipecat.pipeline.worker import PipelineParams
+    from pipecat.tests.utils import run_test
+
+    service = _tts_services(accepting_server)[index]
+    name = type(service).__name__
+    predicted = _pipecat.tts_dial_spec(service, sample_rate=16000)
+    require(predicted is not None, f"no dial adapter for {name}", "tts_dial_spec")
+    dialled = []
+
+    async def capture(uri, kwargs, dial):
+        dialled.append((uri, kwargs))
+        return await dial(uri, **kwargs)
+
+    _pipecat.install_connect_hook(service, capture)
+    await run_test(
+        service,
+        frames_to_send=[],
+        pipeline_params=PipelineParams(audio_out_sample_rate=16000),
+        start_timeout=5,
+    )
+    require(dialled, f"{name} no longer dials through _websocket_connect", "install_connect_hook")
+    uri, kwargs = dialled[0]
+    require(
+        predicted.matches(uri, kwargs),
+        f"{name} now dials {uri} with {sorted(kwargs)}; the adapter predicted {predicted.uri} "
+        f"with {sorted(predicted.kwargs)}",
+        "tts_dial_spec",
+    )
+
+
+async def test_tts_dial_uses_pipecats_bounded_connection(accepting_server):
+    from pipecat.services.websocket_service import _BoundedConnection
+
+    service = _tts_services(accepting_server)[0]
+    connection = await _pipecat.tts_dial(service, _pipecat.tts_dial_spec(service))
+    try:
+        require(
+            isinstance(connection, _BoundedConnection)
+            and connection.send_timeout == service._ws_send_timeout,
+            "WebsocketService._websocket_connect no longer applies the bounded connection",
+            "tts_dial",
+        )
+        assert _pipecat.connection_is_open(connection)
+    finally:
+        await connection.close()
+    assert not _pipecat.connection_is_open(connection)
+
+
+def test_tts_identity_and_hook_install():
+    from pipecat.services.openai.tts import OpenAITTSService
+
+    cartesia, _, _, _, rime_raw, *_ = _tts_services("ws://127.0.0.1:9")
+    ident = _pipecat.tts_identity(cartesia)
+    assert ident.websocket and not ident.reconnects_on_interruption
+    assert _pipecat.tts_provider(cartesia) == "cartesia"
+    require(
+        _pipecat.tts_identity(rime_raw).reconnects_on_interruption,
+        "RimeNonJsonTTSService is no longer an InterruptibleTTSService",
+        "tts_identity",
+    )
+    openai = OpenAITTSService(api_key="k")
+    ident = _pipecat.tts_identity(openai)
+    assert not ident.websocket and ident.http_client == "httpx"
+    assert _pipecat.tts_provider(openai) == "openai"
+    assert _pipecat.tts_dial_spec(openai) is None
+    with pytest.raises(TypeError, match="not a Pipecat WebsocketService"):
+        _pipecat.install_connect_hook(openai, None)
+    _pipecat.install_connect_hook(cartesia, None)
+    assert "_websocket_connect" in vars(cartesia)
+    _pipecat.remove_connect_hook(cartesia)
+    assert "_websocket_connect" not in vars(cartesia)

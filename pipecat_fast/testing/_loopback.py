@@ -13,11 +13,11 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 
-def bind_loopback(port: int = 0) -> socket.socket:
-    """A listening TCP socket on 127.0.0.1 (``port=0`` picks a free port)."""
+def bind_loopback(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
+    """A listening TCP socket on ``host`` (127.0.0.1; ``port=0`` picks a free port)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    sock.bind((host, port))
     sock.listen(128)
     sock.setblocking(False)
     return sock
@@ -109,18 +109,79 @@ async def sleep_ms(ms: float) -> None:
 class WebSocketEmulator:
     """Base of the WebSocket provider emulators: bind, serve, stop, async context manager.
 
-    Subclasses implement :meth:`handle` (one call per connection) and may override
-    :meth:`check_request` to reject a handshake the way the provider does.
+    Subclasses implement :meth:`handle` (one call per connection), call :meth:`touch` on
+    every message in or out (the idle clock), and may override :meth:`check_request` to
+    reject a handshake the way the provider does.
+
+    Args:
+        port: TCP port; 0 picks a free one.
+        host: Address to listen on (127.0.0.1; another address to serve from a network
+            namespace).
+        ssl: A server ``ssl.SSLContext`` to serve ``wss://`` (TLS), or None for ``ws://``.
+        idle_close_s: Close a connection with no message in either direction for this
+            long (code 1000, reason ``"idle timeout"``), as providers do; None never.
+
+    Attributes:
+        idle_closes: Connections closed for idleness.
     """
 
-    def __init__(self, *, port: int = 0):
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        ssl: Any = None,
+        idle_close_s: float | None = None,
+    ):
         self._port = port
+        self.host = host
+        self.ssl = ssl
+        self.idle_close_s = idle_close_s
+        self.idle_closes = 0
         self._server: Server | None = None
+        self._last_activity: dict[ServerConnection, float] = {}
 
     @property
     def port(self) -> int:
         """The bound port (valid after :meth:`start`)."""
         return self._port
+
+    @property
+    def scheme(self) -> str:
+        """``wss`` when serving TLS, ``ws`` otherwise."""
+        return "wss" if self.ssl is not None else "ws"
+
+    @property
+    def authority(self) -> str:
+        """``host:port`` as a URL carries it."""
+        return f"{self.host}:{self.port}"
+
+    def touch(self, connection: ServerConnection) -> None:
+        """Note traffic on ``connection`` (restarts its idle clock)."""
+        if connection in self._last_activity:
+            self._last_activity[connection] = asyncio.get_running_loop().time()
+
+    async def _serve(self, connection: ServerConnection) -> None:
+        if self.idle_close_s is None:
+            await self.handle(connection)
+            return
+        self._last_activity[connection] = asyncio.get_running_loop().time()
+        watcher = asyncio.create_task(self._close_when_idle(connection, self.idle_close_s))
+        try:
+            await self.handle(connection)
+        finally:
+            watcher.cancel()
+            self._last_activity.pop(connection, None)
+
+    async def _close_when_idle(self, connection: ServerConnection, idle_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = self._last_activity.get(connection, loop.time()) + idle_s
+            if loop.time() >= due:
+                self.idle_closes += 1
+                await connection.close(1000, "idle timeout")
+                return
+            await asyncio.sleep(due - loop.time())
 
     async def check_request(
         self, connection: ServerConnection, request: Request
@@ -134,14 +195,15 @@ class WebSocketEmulator:
 
     async def start(self) -> None:
         """Bind and serve."""
-        sock = bind_loopback(self._port)
+        sock = bind_loopback(self._port, self.host)
         self._port = sock.getsockname()[1]
         self._server = await serve(
-            self.handle,
+            self._serve,
             sock=sock,
             process_request=self.check_request,
             max_size=16 * 1024 * 1024,
             compression=None,
+            ssl=self.ssl,
         )
 
     async def stop(self) -> None:

@@ -88,6 +88,9 @@ class CartesiaEmulator(WebSocketEmulator):
         profile: Latency model: ``rtt_ms``, ``tts_ttfb_ms``, ``tts_handshake_rtts``.
         port: TCP port; 0 picks a free one.
         require_api_key: Reject handshakes without an ``X-API-Key`` header (HTTP 401).
+        **options: ``host``, ``ssl``, ``idle_close_s`` (see
+            :class:`~pipecat_fast.testing._loopback.WebSocketEmulator`); Cartesia closes
+            idle sockets after 5 minutes (``pipecat_fast/providers/tts.json``).
 
     Attributes:
         connections: Number of accepted connections.
@@ -100,8 +103,9 @@ class CartesiaEmulator(WebSocketEmulator):
         *,
         port: int = 0,
         require_api_key: bool = True,
+        **options: Any,
     ):
-        super().__init__(port=port)
+        super().__init__(port=port, **options)
         self.profile = profile
         self.require_api_key = require_api_key
         self.connections = 0
@@ -110,7 +114,7 @@ class CartesiaEmulator(WebSocketEmulator):
     @property
     def url(self) -> str:
         """``ws://127.0.0.1:PORT/tts/websocket``, for ``CartesiaTTSService(url=...)``."""
-        return f"ws://127.0.0.1:{self.port}/tts/websocket"
+        return f"{self.scheme}://{self.authority}/tts/websocket"
 
     async def check_request(
         self, connection: ServerConnection, request: Request
@@ -132,9 +136,11 @@ class CartesiaEmulator(WebSocketEmulator):
         async def send(payload: dict[str, Any]) -> None:
             async with send_lock:
                 await connection.send(json.dumps(payload, ensure_ascii=False))
+                self.touch(connection)
 
         try:
             async for raw in connection:
+                self.touch(connection)
                 await self._on_message(raw, contexts, send)
         except ConnectionClosed:
             pass
