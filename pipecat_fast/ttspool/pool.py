@@ -191,6 +191,13 @@ class TTSWarmPool:
         """Calls in the pool (not yet closed)."""
         return list(self._leases)
 
+    def is_warm(self, call_id: str) -> bool:
+        """Whether the pool holds an open socket for the call, ready to hand over."""
+        return any(
+            held.connection is not None and _pipecat.connection_is_open(held.connection)
+            for _, held in self._lane_items(call_id)
+        )
+
     def prewarm(
         self,
         service: Any,
