@@ -273,6 +273,7 @@ class PoolCore:
         self.config = config or PoolConfig()
         self._lanes: dict[str, _Lane] = {}
         self._slots: dict[int, Slot] = {}
+        self._cancelled: set[int] = set()  # closed while dialling, outcome not reported yet
         self._next_id = 1
 
     # -- queries -----------------------------------------------------------------------------
@@ -339,8 +340,12 @@ class PoolCore:
         """A pooled dial opened its socket."""
         slot = self._slots.get(slot_id)
         if slot is None or slot.state is not SlotState.DIALING:
-            # Cancelled meanwhile (the call ended, the slot was replaced): close it.
-            return [Close(slot_id, "no longer wanted")] if slot is None else []
+            # Cancelled while dialling (the call ended, the slot was superseded): the socket
+            # that opened anyway is closed. A handed or unknown id is never touched.
+            if slot is None and slot_id in self._cancelled:
+                self._cancelled.discard(slot_id)
+                return [Close(slot_id, "no longer wanted")]
+            return []
         lane = self._lanes.get(slot.call_id)
         if lane is None or lane.ended or lane.expired:
             slot.state = SlotState.CLOSED
@@ -366,6 +371,7 @@ class PoolCore:
         """A pooled dial failed (refused, unreachable, timed out)."""
         slot = self._slots.get(slot_id)
         if slot is None or slot.state is not SlotState.DIALING:
+            self._cancelled.discard(slot_id)
             return []
         slot.state = SlotState.CLOSED
         self._forget(slot)
@@ -553,6 +559,8 @@ class PoolCore:
     def _close(self, slot: Slot, reason: str) -> list[Action]:
         if slot.state not in _HELD:
             return []
+        if slot.state is SlotState.DIALING:
+            self._cancelled.add(slot.id)
         slot.state = SlotState.CLOSED
         self._forget(slot)
         return [Close(slot.id, reason)]

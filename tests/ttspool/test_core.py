@@ -308,3 +308,13 @@ def test_invariants_hold_for_any_event_sequence(seq):
         _, actions = core.hangup(call, now)
         assert all(isinstance(a, Close) for a in actions)
     assert core.held == 0 and core.calls() == [] and core.next_deadline() is None
+
+
+def test_a_late_event_never_closes_a_socket_the_service_took():
+    core = PoolCore()
+    slot = open_warm(core)
+    grant, _ = core.acquire("c", 1.0)
+    assert grant.slot_id == slot
+    assert core.dial_succeeded(slot, 1.1) == []
+    assert core.closed(slot, 1.2) == [] and core.discard(slot, 1.3, "x") == []
+    assert core.hangup("c", 2.0)[1] == []
