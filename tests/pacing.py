@@ -3,8 +3,9 @@
 Pipecat processes a ``SystemFrame`` ahead of data frames still queued (its input queue is a
 priority queue), so a test that sends ``[TranscriptionFrame, VADUserStoppedSpeakingFrame]``
 cannot know which one the processor under test handles first, and sleeps between them only
-make the wrong order unlikely. Here every frame travels wrapped in :class:`Step` (a data frame,
-so Pipecat's queues keep the steps in order); :class:`Pacer` unwraps one, pushes it, and takes
+make the wrong order unlikely. Here every frame travels wrapped in :class:`Step` (an
+uninterruptible data frame, so Pipecat's queues keep the steps in order and an interruption the
+pipeline raises does not drop them); :class:`Pacer` unwraps one, pushes it, and takes
 the next only after the processor under test has *finished* processing it (its inline
 ``on_after_process_frame`` event). :class:`Until` waits for a condition (a prefill finished, a
 request reached the emulator) before the next frame, with a timeout instead of a guess.
@@ -25,9 +26,10 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 @dataclass
 class Step(DataFrame):
-    """One frame to deliver to the processor under test."""
+    """One frame to deliver to the processor under test (an interruption never drops it)."""
 
     frame: Frame = field(default_factory=Frame)
+    interruptible: bool = field(default=False, init=False)
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Until(DataFrame):
     condition: Callable[[], bool] = field(default=lambda: True)
     timeout_s: float = 10.0
     what: str = ""
+    interruptible: bool = field(default=False, init=False)
 
 
 def paced(*items: Frame) -> list[Frame]:

@@ -14,13 +14,15 @@ from pipecat_fast.prefill.core import (
     Skip,
     TurnAccount,
 )
-from pipecat_fast.prefill.draft import DraftAndHoldUserTurnStopStrategy
+from pipecat_fast.prefill.draft import DraftAndHoldUserTurnStopStrategy, TranscriptMatch
+from pipecat_fast.prefill.draft_core import DraftHold
 from pipecat_fast.prefill.processor import SpeculativePrefill
 
 __all__ = [
     "AnthropicPrefill",
     "backend_for",
     "DraftAndHoldUserTurnStopStrategy",
+    "DraftHold",
     "OpenAIPrefill",
     "PrefillBackend",
     "PrefillConfig",
@@ -29,5 +31,6 @@ __all__ = [
     "ProviderSpeed",
     "Skip",
     "SpeculativePrefill",
+    "TranscriptMatch",
     "TurnAccount",
 ]

@@ -1,0 +1,238 @@
+"""DraftHold, the draft-and-hold state machine, on plain events: no pipeline, no clock."""
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipecat_fast.prefill.draft_core import (
+    Confirm,
+    DraftHold,
+    PassInference,
+    PassWithdrawal,
+    Settled,
+    StartDraft,
+    Withdraw,
+)
+from pipecat_fast.textnorm import same_words
+
+
+def kinds(decisions):
+    return [type(d).__name__ for d in decisions]
+
+
+def test_a_matching_draft_is_started_at_silence_held_and_released_on_confirmation():
+    core = DraftHold()
+    assert core.turn_started() == []
+    assert core.caller_speaking() == []
+    assert core.final_transcript("Yes, I want to book it.") == []  # still speaking: no draft
+    assert core.caller_silent() == [StartDraft("Yes, I want to book it.")]
+    assert core.held == "Yes, I want to book it."
+    assert core.inner_inference() == []  # the held draft answers the turn: no second inference
+    assert core.inner_confirmed() == [Settled("reused", 1, 0), Confirm(True, True)]
+    assert core.held is None
+    assert core.turn_stopped() == []
+    assert core.outcomes == ["reused"]
+
+
+def test_the_final_need_only_match_under_the_normaliser():
+    core = DraftHold()
+    core.stable_words("yes i want to book it")
+    assert core.caller_silent() == [StartDraft("yes i want to book it")]
+    core.final_transcript("Yes, I want to book it.")
+    assert core.held is not None  # case and punctuation aside, the same words
+    assert core.inner_confirmed()[-1] == Confirm(True, True)
+
+
+def test_caller_resuming_withdraws_and_the_next_silence_drafts_all_their_words():
+    core = DraftHold()
+    core.final_transcript("I want to")
+    assert core.caller_silent() == [StartDraft("I want to")]
+    assert core.caller_speaking() == [Withdraw("the caller is speaking again")]
+    core.final_transcript("book a cleaning.")
+    assert core.caller_silent() == [StartDraft("I want to book a cleaning.")]
+    assert core.inner_confirmed() == [Settled("reused", 2, 1), Confirm(True, True)]
+
+
+def test_a_final_that_moves_on_withdraws_and_the_normal_request_runs():
+    core = DraftHold(max_drafts=1)
+    core.stable_words("I want to book")
+    assert core.caller_silent() == [StartDraft("I want to book")]
+    assert core.final_transcript("I want to book a table.") == [
+        Withdraw("the final transcript moved on")
+    ]  # and no second draft: one per turn here
+    assert core.inner_inference() == [PassInference(None)]
+    assert core.inner_confirmed() == [Settled("discarded", 1, 1), Confirm(True, False)]
+
+
+def test_a_final_after_silence_that_differs_redrafts_within_the_budget():
+    core = DraftHold(max_drafts=2)
+    core.stable_words("I want to book")
+    core.caller_silent()
+    decisions = core.final_transcript("I want to book a table.")
+    assert decisions == [
+        Withdraw("the final transcript moved on"),
+        StartDraft("I want to book a table."),
+    ]
+
+
+def test_inference_before_any_final_withdraws_a_draft_of_stable_words():
+    # The wrapped strategy ended the turn before the STT's final came: the stable words the
+    # draft answered are not a final transcript, so the normal request runs.
+    core = DraftHold()
+    core.stable_words("book it")
+    assert core.caller_silent() == [StartDraft("book it")]
+    assert core.inner_inference() == [Withdraw("the final transcript differs"), PassInference(None)]
+
+
+def test_drafting_from_stable_words_can_be_turned_off():
+    core = DraftHold(use_stable_words=False)
+    core.stable_words("I want to book")
+    assert core.caller_silent() == []
+    assert core.final_transcript("I want to book.") == [StartDraft("I want to book.")]
+
+
+def test_no_words_no_draft_and_the_turn_is_settled_as_none():
+    core = DraftHold()
+    core.final_transcript("   ")
+    assert core.caller_silent() == []
+    assert core.inner_confirmed(enable_user_speaking_frames=False) == [
+        Settled("none", 0, 0),
+        Confirm(False, False),
+    ]
+    assert core.outcomes == ["none"]
+
+
+def test_the_wrapped_strategys_own_speculation_and_withdrawal_pass_through():
+    core = DraftHold()
+    assert core.inner_inference("eager words") == [PassInference("eager words")]
+    assert core.inner_withdrawal() == [PassWithdrawal()]
+    # ...and its own confirmation of its speculation is kept.
+    assert core.inner_confirmed(confirms_speculation=True)[-1] == Confirm(True, True)
+
+
+def test_a_draft_withdrawn_elsewhere_is_not_released():
+    core = DraftHold()
+    core.final_transcript("book me for tuesday")
+    core.caller_silent()
+    assert core.withdrawn_elsewhere() == []  # the LLM service withdrew it (a tool call)
+    assert core.held is None
+    assert core.inner_confirmed() == [Settled("discarded", 1, 1), Confirm(True, False)]
+
+
+def test_a_turn_ended_without_the_wrapped_strategy_withdraws_and_settles():
+    core = DraftHold()
+    core.final_transcript("I want to book")
+    core.caller_silent()
+    assert core.turn_stopped() == [
+        Withdraw("the turn ended without the wrapped strategy confirming"),
+        Settled("discarded", 1, 1),
+    ]
+    assert core.turn_stopped() == []  # once
+    assert core.outcomes == ["discarded"]
+
+
+def test_a_new_turn_withdraws_a_draft_of_the_last_one():
+    core = DraftHold()
+    core.final_transcript("hello")
+    core.caller_silent()
+    assert core.turn_started() == [Withdraw("a new turn started")]
+    assert core.caller_text == ""
+
+
+def test_a_pause_inside_the_stop_window_drafts_like_a_stop():
+    core = DraftHold()
+    core.stable_words("I need a cleaning")
+    assert core.caller_paused() == [StartDraft("I need a cleaning")]
+    assert core.caller_speaking() == [Withdraw("the caller is speaking again")]
+
+
+def test_drafts_per_turn_are_capped():
+    core = DraftHold(max_drafts=2)
+    core.final_transcript("a")
+    for _ in range(5):
+        core.caller_silent()
+        core.caller_speaking()
+    assert core.inner_confirmed()[0] == Settled("discarded", 2, 2)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_a_bad_draft_budget_is_refused(bad):
+    with pytest.raises(ValueError, match="max_drafts_per_turn"):
+        DraftHold(max_drafts=bad)
+
+
+# -- every sequence of events ---------------------------------------------------------------
+
+EVENTS = {
+    "turn_started": lambda c: c.turn_started(),
+    "speaking": lambda c: c.caller_speaking(),
+    "silent": lambda c: c.caller_silent(),
+    "stable": lambda c: c.stable_words("i want to book"),
+    "final_same": lambda c: c.final_transcript("I want to book."),
+    "final_more": lambda c: c.final_transcript("a cleaning"),
+    "elsewhere": lambda c: c.withdrawn_elsewhere(),
+    "inference": lambda c: c.inner_inference(),
+    "own_speculation": lambda c: c.inner_inference("x"),
+    "confirmed": lambda c: c.inner_confirmed(),
+    "stopped": lambda c: c.turn_stopped(),
+}
+
+
+FINALS = {"final_same": "I want to book.", "final_more": "a cleaning"}
+
+
+def check_sequence(names, max_drafts=2):
+    """Run events and check the invariants every sequence must keep."""
+    core = DraftHold(max_drafts=max_drafts)
+    held = None  # what the decisions say is held
+    finals = []
+    drafts_this_turn = 0
+    silent = False
+    settled = 0
+    for name in names:
+        before = held
+        finals += [FINALS[name]] if name in FINALS else []
+        silent = {"silent": True, "speaking": False}.get(name, silent)
+        decisions = EVENTS[name](core)
+        for d in decisions:
+            if isinstance(d, StartDraft):
+                assert held is None, f"two drafts held at once: {names}"
+                assert silent, f"drafted while the caller was speaking: {names}"
+                assert d.text.strip()
+                held = d.text
+                drafts_this_turn += 1
+                assert drafts_this_turn <= max_drafts
+            elif isinstance(d, Withdraw):
+                assert held is not None, f"withdrew nothing: {names}"
+                held = None
+            elif isinstance(d, Confirm):
+                if d.confirms_speculation and name == "confirmed":
+                    # Only a held draft that says the final's words is released.
+                    assert before is not None and same_words(before, " ".join(finals))
+                held = None
+            elif isinstance(d, Settled):
+                settled += 1
+                assert d.drafts_discarded <= d.drafts
+                assert (d.outcome == "none") == (d.drafts == 0)
+        if name == "speaking":
+            assert held is None
+        elif name == "elsewhere":
+            held = None
+        elif name in ("turn_started", "stopped"):
+            assert held is None
+            drafts_this_turn, finals, silent = 0, [], False
+        assert core.held == held
+    assert len(core.outcomes) == settled
+
+
+def test_every_short_sequence_of_events_keeps_the_invariants():
+    for length in range(1, 5):
+        for names in itertools.product(EVENTS, repeat=length):
+            check_sequence(names)
+
+
+@given(st.lists(st.sampled_from(sorted(EVENTS)), max_size=40), st.integers(1, 3))
+def test_long_random_sequences_keep_the_invariants(names, max_drafts):
+    check_sequence(names, max_drafts)
