@@ -33,6 +33,10 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "pipecat_fast.bench.evals.lint",
         "real-prompt confusion table for the cache-bust linter",
     ),
+    "overhead": (
+        "pipecat_fast.bench.evals.overhead",
+        "CPU each lever adds per frame, against a no-op (interleaved, medians)",
+    ),
 }
 
 

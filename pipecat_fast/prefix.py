@@ -32,15 +32,21 @@ def common_prefix_len(a: Sequence, b: Sequence) -> int:
     n = min(len(a), len(b))
     if n == 0:
         return 0
-    # Gallop: grow the agreed prefix by doubling steps while the slices agree...
-    lo, step = 0, _FIRST_STEP
-    while lo < n:
-        hi = min(n, lo + step)
-        if a[lo:hi] != b[lo:hi]:
-            break
-        lo, step = hi, step * 2
-    else:
+    # Two cheap probes first (an equality test stops at the first difference): one sequence
+    # extends the other, or they part at their last shared element (a revised last word).
+    if a[:n] == b[:n]:
         return n
+    hi = n - 1
+    if a[:hi] == b[:hi]:
+        return hi
+    # a[:hi] disagrees. Gallop: grow the agreed prefix a[:lo] by doubling steps while the
+    # slices agree (a long sequence that parts early costs little)...
+    lo, step = 0, _FIRST_STEP
+    while lo + step < hi:
+        if a[lo : lo + step] != b[lo : lo + step]:
+            hi = lo + step
+            break
+        lo, step = lo + step, step * 2
     # ...then bisect inside the step that disagreed: a[:lo] agrees, a[lo:hi] does not.
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -317,3 +317,161 @@ def test_read_minus_wasted_tokens_is_the_last_stable_text(seq, n):
 def test_a_repeated_interim_counts_as_an_update():
     stab = PartialStabilizer()
     assert feed_all(stab, interims("book a", "book a")) == ["", "book a"]
+
+
+# --- the incremental stabiliser against a from-scratch one --------------------------------
+
+
+class FromScratch:
+    """The N-update rule recomputed from scratch on every hypothesis: split_words, whole-list
+    comparisons, join_words and prefill_delta on whole texts (the stabiliser before it was made
+    incremental). The real one must agree with it on everything it reports."""
+
+    def __init__(self, updates, normalize=True, mode="auto"):
+        self.updates, self.normalize, self.mode = updates, normalize, mode
+        self.segment_mode_seen = False
+        self.committed, self.history, self.stable, self.text = [], [], [], ""
+
+    def feed(self, text, final=False):
+        words = split_words(text, normalize=self.normalize)
+        if not words:
+            return None
+        if final:
+            self.committed = self.committed + words
+            self.history = []
+            stable = list(self.committed)
+        else:
+            seg = words
+            if self.committed and self.mode != "segment":
+                n = len(self.committed)
+                repeats = [w.key for w in words[:n]] == [w.key for w in self.committed]
+                if self.mode == "whole":
+                    seg = words[n:] if repeats else words
+                elif repeats and not self.segment_mode_seen:
+                    seg = words[n:]
+                else:
+                    self.segment_mode_seen = True
+            self.history = [*self.history, seg][-self.updates :]
+            n = 0
+            if len(self.history) == self.updates:
+                keys = [[w.key for w in h] for h in self.history]
+                n = min(common_prefix_len(k, keys[-1]) for k in keys)
+            stable = self.committed + seg[:n]
+        old = self.stable
+        keep = common_prefix_len([w.key for w in old], [w.key for w in stable])
+        text = join_words(stable)
+        read, wasted = prefill_delta(self.text, text) if text != self.text else (0, 0)
+        self.stable, self.text = stable, text
+        return (
+            text,
+            len(stable),
+            tuple(w.raw for w in stable[keep:]),
+            tuple(w.raw for w in old[keep:]),
+            read,
+            wasted,
+        )
+
+    def reset(self):
+        self.committed, self.history, self.stable, self.text = [], [], [], ""
+
+
+WORDS = [
+    "book",
+    "Book,",
+    "a",
+    "A",
+    "table",
+    "tab",
+    "for",
+    "four.",
+    "at",
+    "eight",
+    "uh",
+    ".",
+    "-",
+    "don't",
+    "dont",
+    "4",
+    "45",
+    "$29.99",
+    "Dr.",
+    "¿",
+    "qué",
+    "tal?",
+    "ご予約",
+    "を",
+    "お願い",
+    "します。",
+    "iPhoneの",
+    "修理",
+    "สวัสดี",
+    "ครับ",
+    "😀",
+    "naïve",
+    "NAÏVE",
+]
+hypotheses = st.lists(st.sampled_from(WORDS), max_size=9).map(" ".join)
+# Interims that grow and get revised, as an STT's do, mixed with arbitrary ones.
+turns = st.lists(
+    st.tuples(
+        st.one_of(hypotheses, st.tuples(hypotheses, hypotheses).map(" ".join)),
+        st.sampled_from([False, False, False, False, True]),
+        st.booleans(),  # reset after this hypothesis (the turn ended)
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(turns, st.integers(1, 3), st.booleans(), st.sampled_from(["auto", "whole", "segment"]))
+def test_the_incremental_stabiliser_agrees_with_a_from_scratch_one(seq, n, normalize, mode):
+    real = PartialStabilizer(updates=n, normalize=normalize, mode=mode)
+    ref = FromScratch(n, normalize, mode)
+    for text, final, end_turn in seq:
+        got = real.feed(text, final=final)
+        want = ref.feed(text, final=final)
+        if want is None:
+            assert got.ignored == "empty"
+        else:
+            assert (
+                got.text,
+                got.word_count,
+                got.new_words,
+                got.retracted_words,
+                got.read_tokens,
+                got.wasted_tokens,
+            ) == want
+        if end_turn:
+            real.reset()
+            ref.reset()
+
+
+def growing(words, cut):
+    """Interims of ``words`` that grow word by word, the last one cut at ``cut`` characters."""
+    out = []
+    for i in range(1, len(words) + 1):
+        last = words[i - 1]
+        out.append(" ".join([*words[: i - 1], last[: max(1, cut)]]))
+        out.append(" ".join(words[:i]))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=40), st.integers(1, 4))
+def test_growing_interims_agree_too(words, cut):
+    real, ref = PartialStabilizer(), FromScratch(2)
+    for text in [*growing(words, cut), " ".join(words)]:
+        got, want = real.feed(text), ref.feed(text)
+        if want is not None:
+            assert (got.text, got.read_tokens, got.wasted_tokens) == (want[0], *want[4:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=20))
+def test_a_texts_tokens_are_its_space_separated_pieces_tokens(words):
+    """What the incremental token accounting rests on (o200k pre-tokenization)."""
+    from pipecat_fast.tokens import encode
+
+    text = " ".join(words)
+    pieces = [words[0], *(" " + w for w in words[1:])]
+    assert encode(text) == [t for p in pieces for t in encode(p)]
