@@ -34,6 +34,7 @@ _SURROGATES = re.compile(r"[\ud800-\udfff]")
 _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 _CLAUSE_CUT = re.compile(r"(?:[,;:]|\s[-–—]|—)\s+|[，、；：،؛၊]\s*")
 _GRAPHEME = regex.compile(r"\X")
+_SPACES = re.compile(r"\s+")
 
 
 class ChunkKind(StrEnum):
@@ -255,6 +256,11 @@ class StreamSegmenter(BoundaryDecisions):
                 continue
             if st.i >= len(st.buf):
                 break
+            # Skip, in one regex search, the characters _step would only step over.
+            nxt = self._plain_run_end(st.i)
+            if nxt > st.i:
+                st.i = min(nxt, cfg.max_chars) if st.i < cfg.max_chars else nxt
+                continue
             before = (st.base, st.i)
             step = self._step(st.i, final)
             if step is NEED:
@@ -270,6 +276,19 @@ class StreamSegmenter(BoundaryDecisions):
                 break
             out.append(chunk)
         return out
+
+    def _plain_run_end(self, i: int) -> int:
+        """The first index >= ``i`` where ``_step`` may do more than step over the character.
+
+        Those are: line breaks, terminators, quote/bracket/emphasis/markup characters, clause
+        marks and dashes while the first phrase is armed, a space after Thai or Lao, and the
+        first non-space after a space while the chunk is a list item. Everything else only
+        moves the scan on, so a run of it is skipped at once.
+        """
+        st = self._st
+        pattern = _interesting(self._rules, self._first_phrase_armed(), st.marker is not None)
+        m = pattern.search(st.buf, i)
+        return len(st.buf) if m is None else m.start()
 
     def _step(self, i: int, final: bool) -> object:
         """Examine buf[i]: emit a chunk, advance the scan, or return NEED."""
@@ -335,7 +354,7 @@ class StreamSegmenter(BoundaryDecisions):
             if m.end() >= cfg.max_chars // 4:
                 cut = m.end()
         if not cut:
-            for m in re.finditer(r"\s+", region):
+            for m in _SPACES.finditer(region):
                 if region[: m.start()].strip():
                     cut = m.end()
         cut = _grapheme_floor(st.buf, cut or limit)
@@ -422,6 +441,27 @@ class StreamSegmenter(BoundaryDecisions):
             st.marker = (bullet, style, value)
 
 
+_INTERESTING: dict[tuple[str, bool, bool], re.Pattern] = {}
+
+
+def _interesting(rules: LanguageRules, armed: bool, marker: bool) -> re.Pattern:
+    """The characters where ``_step`` may act (see ``StreamSegmenter._plain_run_end``)."""
+    key = (rules.extra_terminators, armed, marker)
+    pattern = _INTERESTING.get(key)
+    if pattern is None:
+        chars = set("\n.*_~<\"") | {R.ELLIPSIS} | set(rules.extra_terminators)
+        chars |= R.LATIN_EXCLAMATIONS | R.SCRIPT_TERMINATORS | R.ARMENIAN_MARKS
+        chars |= set(R.CLOSING_TO_OPENERS) | set(R.PAIRS)
+        if armed:
+            chars |= R.CLAUSE_MARKS_SPACED | R.CLAUSE_MARKS_UNSPACED | R.DASHES | {"-"}
+        alternatives = ["[" + "".join(re.escape(c) for c in sorted(chars)) + "]"]
+        alternatives.append(r"(?<=[\u0e00-\u0eff])\s")  # R.is_unpunctuated_script
+        if marker:
+            alternatives.append(r"(?<=\s)\S")
+        pattern = _INTERESTING[key] = re.compile("|".join(alternatives))
+    return pattern
+
+
 def _grapheme_safe_end(buf: str, end: int, *, final: bool) -> int | None:
     """Smallest grapheme-cluster boundary >= ``end`` that the text so far can confirm.
 
@@ -432,7 +472,9 @@ def _grapheme_safe_end(buf: str, end: int, *, final: bool) -> int | None:
         return len(buf) if final else None
     if end <= 0:
         return 0
-    for m in _GRAPHEME.finditer(buf, 0, min(len(buf), end + 256)):
+    if _ascii_pair(buf, end):
+        return end
+    for m in _GRAPHEME.finditer(buf, _restart_before(buf, end), min(len(buf), end + 256)):
         if m.start() == end:
             return end
         if m.start() < end < m.end():
@@ -444,8 +486,31 @@ def _grapheme_safe_end(buf: str, end: int, *, final: bool) -> int | None:
     return end
 
 
+def _ascii_pair(buf: str, i: int) -> bool:
+    """Whether ``i`` is a grapheme-cluster boundary because ``buf[i - 1]``, ``buf[i]`` are ASCII.
+
+    No ASCII character extends, joins or prepends to another (UAX #29); only CR LF holds.
+    """
+    a, b = buf[i - 1], buf[i]
+    return a < "\x80" and b < "\x80" and not (a == "\r" and b == "\n")
+
+
+def _restart_before(buf: str, end: int, window: int = 64) -> int:
+    """A grapheme-cluster boundary at or before ``end`` to segment from (``0 < end < len``).
+
+    Segmenting from a boundary that an ASCII pair makes certain gives the same clusters as
+    segmenting from the start of the text; without one in ``window`` characters, 0.
+    """
+    for q in range(end, max(1, end - window) - 1, -1):
+        if _ascii_pair(buf, q):
+            return q
+    return 0
+
+
 def _grapheme_floor(buf: str, end: int) -> int:
     """Largest grapheme-cluster boundary <= ``end`` (``end`` < len(buf))."""
+    if 0 < end and _ascii_pair(buf, end):
+        return end
     best = 0
     for m in _GRAPHEME.finditer(buf, 0, end + 1):
         if m.start() > end:

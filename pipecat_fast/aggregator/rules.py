@@ -82,6 +82,7 @@ _URLISH = re.compile(r"(?:[a-z][a-z0-9+.-]*:/|www\.|@)", re.IGNORECASE)
 _NUMBERISH = re.compile(r"^[$€£¥₹%#+-]?\d[\d.,:/'’]*%?$")
 _ABBR_CHAIN = re.compile(r"^(?:\w{1,3}\.)+\w{1,3}$")
 ROMAN_NUMERAL = re.compile(r"^[IVXLC]{1,6}$")
+_GRAPHEME = regex.compile(r"\X")
 _CITATION = re.compile(r"\[\d{1,3}(?:[-–,]\d{1,3})*\]")
 
 
@@ -225,7 +226,7 @@ def is_plain_word(word: str, rules: LanguageRules) -> bool:
 
 
 def _single_grapheme(word: str) -> bool:
-    return len(word) == 1 or (len(word) <= 8 and sum(1 for _ in regex.finditer(r"\X", word)) == 1)
+    return len(word) == 1 or (len(word) <= 8 and sum(1 for _ in _GRAPHEME.finditer(word)) == 1)
 
 
 def list_marker_at(text: str, i: int) -> tuple[regex.Match[str] | None, bool]:
@@ -286,4 +287,4 @@ def citation_at(text: str, i: int) -> int:
 
 def grapheme_len(text: str) -> int:
     """Number of extended grapheme clusters in ``text``."""
-    return sum(1 for _ in regex.finditer(r"\X", text))
+    return sum(1 for _ in _GRAPHEME.finditer(text))

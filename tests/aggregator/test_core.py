@@ -673,3 +673,80 @@ def test_property_arbitrary_bytes_never_raise_and_lose_nothing(data, cuts):
     expected = re.sub(r"[\x00-\x08\x0e-\x1f\x7f]", "", data.decode("utf-8", "replace"))
     joined = "".join(c.text for c in streamed + flushed)
     assert expected.startswith(joined) and not expected[len(joined) :].strip()
+
+
+# ---------------------------------------------------------------- the skip-ahead scan
+
+
+class CharByChar(StreamSegmenter):
+    """The segmenter with its skip-ahead turned off: every character goes through _step."""
+
+    def _plain_run_end(self, i):
+        return i
+
+
+def same_chunks(pieces, **cfg):
+    config = SegmenterConfig(**cfg)
+    fast, slow = StreamSegmenter(config), CharByChar(config)
+    got = [c for p in pieces for c in fast.push(p)] + fast.flush()
+    want = [c for p in pieces for c in slow.push(p)] + slow.flush()
+    return got == want
+
+
+@pytest.mark.parametrize("first_phrase", [False, True])
+def test_skipping_plain_runs_changes_no_chunk_on_the_sbd_material(shared_data, first_phrase):
+    """Every case of the sentence-boundary material, fed as real tokens, words and characters,
+    in its language: the skip-ahead scan cuts exactly where the character-by-character one
+    does (same text, kind and offsets)."""
+    from pipecat_fast.bench.evals.sbd import lang_code, load_cases
+
+    cases = load_cases(shared_data)
+    assert len(cases) > 900
+    for case in cases:
+        for mode, pieces in all_feeds(case.text).items():
+            assert same_chunks(pieces, language=lang_code(case.lang), first_phrase=first_phrase), (
+                case.text,
+                mode,
+            )
+
+
+ALPHABET = "ab Z.,;:!?…\n-—\"'“”«»()[]*_~<>/&$%0123456789。、！ก ข《》अ।\u0301\U0001f600\u200d•"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=6), max_size=40),
+    st.booleans(),
+    st.sampled_from([None, "de", "el", "hy", "th"]),
+    st.sampled_from([16, 40, 300]),
+)
+def test_skipping_plain_runs_changes_no_chunk_on_any_stream(pieces, first_phrase, lang, cap):
+    assert same_chunks(pieces, first_phrase=first_phrase, language=lang, max_chars=cap)
+
+
+def grapheme_safe_end_from_the_start(buf, end, final):
+    """The reference: segment the whole text from its start."""
+    if end >= len(buf):
+        return len(buf) if final else None
+    if end <= 0:
+        return 0
+    for m in regex.finditer(r"\X", buf):
+        if m.start() == end:
+            return end
+        if m.start() < end < m.end():
+            return None if (m.end() >= len(buf) and not final) else m.end()
+    return end
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=ALPHABET + "\r\U0001f1fa\U0001f1f8\u0915\u094d\u0937", max_size=40), st.data()
+)
+def test_grapheme_safe_end_segmenting_from_an_ascii_pair_agrees_with_the_start(buf, data):
+    from pipecat_fast.aggregator.core import _grapheme_safe_end
+
+    end = data.draw(st.integers(0, len(buf) + 1))
+    final = data.draw(st.booleans())
+    assert _grapheme_safe_end(buf, end, final=final) == grapheme_safe_end_from_the_start(
+        buf, end, final
+    )
