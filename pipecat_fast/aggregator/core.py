@@ -100,12 +100,30 @@ class SegmenterConfig:
     hold_max_chars: int = 300
 
     def __post_init__(self) -> None:
-        if self.max_chars < 16:
-            raise ValueError(f"max_chars must be >= 16, got {self.max_chars}")
-        if self.first_phrase_min_chars < 1:
-            raise ValueError("first_phrase_min_chars must be >= 1")
-        if self.stall_flush_s is not None and self.stall_flush_s <= 0:
-            raise ValueError("stall_flush_s must be > 0 or None")
+        if self.language is not None and not isinstance(self.language, str):
+            raise TypeError(
+                "language must be a language code such as 'en' or 'de-DE' (or None), got "
+                f"{type(self.language).__name__}"
+            )
+        if not isinstance(self.first_phrase, bool):
+            raise TypeError(f"first_phrase must be True or False, got {self.first_phrase!r}")
+        for name, low in (
+            ("max_chars", 16),
+            ("first_phrase_min_chars", 1),
+            ("unpunctuated_min_chars", 1),
+            ("hold_max_chars", 1),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an integer, got {value!r}")
+            if value < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        stall = self.stall_flush_s
+        if stall is not None:
+            if isinstance(stall, bool) or not isinstance(stall, (int, float)):
+                raise TypeError(f"stall_flush_s must be a number of seconds or None, got {stall!r}")
+            if not stall > 0:
+                raise ValueError(f"stall_flush_s must be > 0 or None, got {stall}")
 
 
 class StreamSegmenter(BoundaryDecisions):
@@ -449,7 +467,7 @@ def _interesting(rules: LanguageRules, armed: bool, marker: bool) -> re.Pattern:
     key = (rules.extra_terminators, armed, marker)
     pattern = _INTERESTING.get(key)
     if pattern is None:
-        chars = set("\n.*_~<\"") | {R.ELLIPSIS} | set(rules.extra_terminators)
+        chars = set('\n.*_~<"') | {R.ELLIPSIS} | set(rules.extra_terminators)
         chars |= R.LATIN_EXCLAMATIONS | R.SCRIPT_TERMINATORS | R.ARMENIAN_MARKS
         chars |= set(R.CLOSING_TO_OPENERS) | set(R.PAIRS)
         if armed:

@@ -15,10 +15,11 @@ set ``text_aggregation_mode=TextAggregationMode.TOKEN`` on the TTS, which would 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -34,6 +35,7 @@ from pipecat.utils.text.base_text_aggregator import Aggregation, BaseTextAggrega
 
 from pipecat_fast._pipecat import text_processor_frame, text_processor_skip_tts
 from pipecat_fast.aggregator.core import Chunk, ChunkKind, SegmenterConfig, StreamSegmenter
+from pipecat_fast.aggregator.langdata import RULES
 from pipecat_fast.aggregator.rules import is_unspaced_script
 
 
@@ -60,8 +62,15 @@ class FastTextAggregator(BaseTextAggregator):
         language: str | None = None,
         trailing_space: bool = False,
     ) -> None:
+        if config is not None and not isinstance(config, SegmenterConfig):
+            raise TypeError(f"config must be a SegmenterConfig, got {type(config).__name__}")
+        if not isinstance(trailing_space, bool):
+            raise TypeError(f"trailing_space must be True or False, got {trailing_space!r}")
+        check_language(language, type(self).__name__)
         super().__init__(aggregation_type=TextType.SENTENCE, language=language)
         cfg = config or SegmenterConfig()
+        if config is not None and language is None:
+            check_language(cfg.language, type(self).__name__)
         if cfg.language is None and language is not None:
             cfg = SegmenterConfig(**{**cfg.__dict__, "language": language})
         self._pf_segmenter = StreamSegmenter(cfg)
@@ -80,6 +89,7 @@ class FastTextAggregator(BaseTextAggregator):
 
     def set_language(self, language: str | None) -> None:
         """Switch abbreviation rules without discarding buffered text."""
+        check_language(language, type(self).__name__)
         super().set_language(language)
         self._pf_segmenter.set_language(language)
 
@@ -216,6 +226,73 @@ class FastTextProcessor(LLMTextProcessor):
                 await self.push_frame(frame)
 
 
+def check_language(language: object, who: str) -> None:
+    """A clear word on a ``language`` the aggregator cannot use as given.
+
+    Raises:
+        TypeError: ``language`` is not a string (a Pipecat ``Language`` is one).
+
+    A language with no rules of its own gets the English abbreviation rules: a debug line for
+    a real language (Pipecat knows it), a warning naming the fallback for anything else.
+    """
+    if language is None:
+        return
+    if not isinstance(language, str):
+        raise TypeError(
+            f"{who}: language must be a language code such as 'en' or 'de-DE' (or a Pipecat "
+            f"Language), got {type(language).__name__}"
+        )
+    code = language.strip().lower().replace("_", "-")
+    base = code.split("-")[0]
+    if not code or code == "auto" or base in RULES:
+        return
+    if base in _pipecat_languages():
+        logger.debug(
+            f"{who}: no abbreviation rules for {language!r}; using the English ones (the "
+            "script's own terminators apply)"
+        )
+        return
+    logger.warning(
+        f"{who}: unknown language {language!r}; falling back to the English rules for "
+        "abbreviations and ordinals (every script's own terminators still apply). Languages "
+        f"with rules of their own: {', '.join(sorted(RULES))}"
+    )
+
+
+@lru_cache(maxsize=1)
+def _pipecat_languages() -> frozenset[str]:
+    from pipecat.transcriptions.language import Language
+
+    return frozenset(str(v.value).lower().split("-")[0] for v in Language)
+
+
+@lru_cache(maxsize=1)
+def _text_processor_keywords() -> frozenset[str]:
+    """Keywords ``LLMTextProcessor`` and its bases take by name (they swallow the others)."""
+    names: set[str] = set()
+    for cls in LLMTextProcessor.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
+                names.add(p.name)
+    return frozenset(names - {"text_aggregator"})
+
+
+def _check_text_transforms(transforms: object) -> None:
+    if transforms is None:
+        return
+    ok = isinstance(transforms, (list, tuple)) and all(
+        isinstance(t, tuple) and len(t) == 2 and callable(t[1]) for t in transforms
+    )
+    if not ok:
+        raise TypeError(
+            "text_transforms must be a list of (text type or '*', transform) pairs, the "
+            f"transform callable; got {transforms!r}"
+        )
+
+
 @dataclass
 class _StallTick(DataFrame):
     """Queued by the stall timer: release what a stalled reply holds (never leaves)."""
@@ -251,8 +328,20 @@ def make_text_processor(
         The processor.
 
     Raises:
-        ValueError: If a setting is out of range (``max_chars`` < 16, ...).
+        TypeError: A setting of the wrong type, or a keyword ``LLMTextProcessor`` does not
+            take (Pipecat would ignore it silently).
+        ValueError: A setting out of range (``max_chars`` < 16, ...).
+
+    An unknown ``language`` (``"klingon"``) is no error: a warning names the fallback, the
+    English abbreviation rules (every script's own terminators still apply).
     """
+    unknown = sorted(set(kwargs) - _text_processor_keywords())
+    if unknown:
+        raise TypeError(
+            f"make_text_processor() got unexpected keyword argument(s) {', '.join(unknown)}; "
+            f"LLMTextProcessor takes {', '.join(sorted(_text_processor_keywords()))}"
+        )
+    _check_text_transforms(kwargs.get("text_transforms"))
     cfg = SegmenterConfig(
         language=language,
         first_phrase=first_phrase,

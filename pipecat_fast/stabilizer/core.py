@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 from typing import Literal
 
 import regex
@@ -309,8 +310,8 @@ class PartialStabilizer:
         self.mode: Mode = mode
         self.encoding = encoding
         self.segment_mode_seen = False
-        self.session = StabilizerCounters()
         self.turn = StabilizerCounters()
+        self._session_done = StabilizerCounters()  # the turns already reset
         self._committed: list[Word] = []
         self._committed_keys: list[str] = []
         self._committed_text = ""
@@ -318,9 +319,17 @@ class PartialStabilizer:
         self._stable: list[Word] = []
         self._stable_keys: list[str] = []
         self._stable_text = ""
-        self._stable_pieces = _Pieces.EMPTY
+        self._stable_pieces = _Pieces()
         self._last_at: float | None = None
         self._prev: _Parsed | None = None
+
+    @property
+    def session(self) -> StabilizerCounters:
+        """Counters summed over the session (the ended turns and the current one)."""
+        total = StabilizerCounters()
+        total.add(self._session_done)
+        total.add(self.turn)
+        return total
 
     @property
     def text(self) -> str:
@@ -344,11 +353,12 @@ class PartialStabilizer:
             The finished turn's counters.
         """
         done = self.turn
+        self._session_done.add(done)
         self.turn = StabilizerCounters()
         self._committed, self._committed_keys, self._committed_text = [], [], ""
         self._history.clear()
         self._stable, self._stable_keys, self._stable_text = [], [], ""
-        self._stable_pieces = _Pieces.EMPTY
+        self._stable_pieces = _Pieces()
         self._last_at = None
         return done
 
@@ -381,7 +391,6 @@ class PartialStabilizer:
             self._last_at = at if self._last_at is None else max(at, self._last_at)
         self._prev = parsed
         self.turn.hypotheses += 1
-        self.session.hypotheses += 1
         if final:
             sep = parsed.words[0].sep if self._committed_text else ""
             self._committed = self._committed + parsed.words
@@ -431,25 +440,27 @@ class PartialStabilizer:
     def _settle(self, stable: list[Word], keys: list[str], text: str) -> StableUpdate:
         old = self._stable
         keep = common_prefix_len(self._stable_keys, keys)
-        new_words = tuple(w.raw for w in stable[keep:])
-        retracted = tuple(w.raw for w in old[keep:])
+        new_words = tuple(map(_RAW, stable[keep:])) if keep < len(stable) else ()
+        retracted = tuple(map(_RAW, old[keep:])) if keep < len(old) else ()
         changed = text != self._stable_text
         read = wasted = 0
-        if changed and self.encoding is not None:
-            self._stable_pieces, read, wasted = self._stable_pieces.then(text, self.encoding)
-        for c in (self.turn, self.session):
-            c.stable_words += len(new_words)
-            c.retracted_words += len(retracted)
-            c.stable_changes += changed
-            c.prefill_tokens += read
-            c.wasted_tokens += wasted
+        c = self.turn
+        if changed:
+            c.stable_changes += 1
+            if self.encoding is not None:
+                read, wasted = self._stable_pieces.advance(text, self.encoding)
+                c.prefill_tokens += read
+                c.wasted_tokens += wasted
+        c.stable_words += len(new_words)
+        c.retracted_words += len(retracted)
         self._stable, self._stable_keys, self._stable_text = stable, keys, text
+        committed = len(self._committed)
         return _update(
             text=text,
             word_count=len(stable),
             new_words=new_words,
             retracted_words=retracted,
-            final=self.final,
+            final=bool(committed) and len(stable) == committed,
             changed=changed,
             counted=True,
             read_tokens=read,
@@ -458,7 +469,6 @@ class PartialStabilizer:
 
     def _ignore(self, reason: str) -> StableUpdate:
         self.turn.ignored += 1
-        self.session.ignored += 1
         return _update(
             text=self._stable_text,
             word_count=len(self._stable),
@@ -503,6 +513,8 @@ class _Parsed:
     def parse(cls, text: str, prev: _Parsed | None, normalize: bool) -> _Parsed:
         tokens = text.split()
         k = common_prefix_len(prev.tokens, tokens) if prev is not None else 0
+        if k and k == len(tokens) == len(prev.tokens):
+            return prev  # the same hypothesis again (nothing in a parse is ever changed)
         if k:
             n, last, last_end, lead = prev.marks[k - 1]
             words, keys, ends = prev.words[:n], prev.keys[:n], prev.ends[:n]
@@ -540,10 +552,9 @@ class _Parsed:
 
 
 class _Pieces:
-    """A stable text as the pieces it tokenizes in.
+    """A stable text as the pieces it tokenizes in, kept up to date as the text changes.
 
     The pieces are its first whitespace token, then each following one with its leading space.
-
     o200k/cl100k pre-tokenization never makes a token across a space that separates two
     non-space characters, so a text's tokens are its pieces' tokens end to end
     (``tests/stabilizer`` checks this against a whole-text encode). Each piece is encoded once
@@ -551,41 +562,43 @@ class _Pieces:
     """
 
     __slots__ = ("text", "words", "ids", "cum")
-    EMPTY: _Pieces
 
-    def __init__(self, text: str, words: list[str], ids: list[tuple[int, ...]], cum: list[int]):
-        self.text, self.words, self.ids, self.cum = text, words, ids, cum
+    def __init__(self) -> None:
+        self.text = ""
+        self.words: list[str] = []
+        self.ids: list[tuple[int, ...]] = []
+        self.cum: list[int] = []  # tokens up to and including each piece
 
-    @property
-    def total(self) -> int:
-        return self.cum[-1] if self.cum else 0
+    def advance(self, text: str, encoding: str) -> tuple[int, int]:
+        """Become ``text``; return ``(read, wasted)`` tokens (see :func:`prefill_delta`).
 
-    def then(self, text: str, encoding: str) -> tuple[_Pieces, int, int]:
-        """The pieces of ``text``, and ``(read, wasted)`` tokens going from this text to it.
-
-        ``read``/``wasted`` are :func:`prefill_delta`'s: tokens of ``text`` after the common
-        token prefix of the two, and tokens of this text after it.
+        ``read``: tokens of ``text`` after the longest common token prefix with the previous
+        text; ``wasted``: tokens of the previous text after it.
         """
-        old = self.text
+        old, words, ids, cum = self.text, self.words, self.ids, self.cum
+        old_total = cum[-1] if cum else 0
+        rest_old: list[int] = []
         if old and text.startswith(old) and text[len(old) : len(old) + 1] == " ":
             # The usual change: more stable words after the ones already there.
-            j = len(self.words)
-            words = self.words + text[len(old) + 1 :].split(" ")
+            j = len(words)
+            new = text[len(old) + 1 :].split(" ")
         else:
-            words = text.split(" ") if text else []
-            j = common_prefix_len(self.words, words)
-        ids, cum = self.ids[:j], self.cum[:j]
+            every = text.split(" ") if text else []
+            j = common_prefix_len(words, every)
+            new = every[j:]
+            rest_old = [t for piece in ids[j:] for t in piece]
+            del words[j:], ids[j:], cum[j:]
         keep = total = cum[-1] if cum else 0
-        for i in range(j, len(words)):
-            piece = _piece_tokens(" " + words[i] if i else words[i], encoding)
+        for word in new:
+            piece = _piece_tokens(" " + word if words else word, encoding)
+            words.append(word)
             ids.append(piece)
             total += len(piece)
             cum.append(total)
-        if j < len(self.words):
-            rest_old = [t for piece in self.ids[j:] for t in piece]
-            rest_new = [t for piece in ids[j:] for t in piece]
-            keep += common_prefix_len(rest_old, rest_new)
-        return _Pieces(text, words, ids, cum), total - keep, self.total - keep
+        if rest_old:
+            keep += common_prefix_len(rest_old, [t for piece in ids[j:] for t in piece])
+        self.text = text
+        return total - keep, old_total - keep
 
 
-_Pieces.EMPTY = _Pieces("", [], [], [])
+_RAW = attrgetter("raw")

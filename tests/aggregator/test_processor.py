@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+from loguru import logger
 from pipecat.frames.frames import (
     AggregatedTextFrame,
     DataFrame,
@@ -256,3 +258,65 @@ async def test_aggregator_fails_open_when_the_segmenter_raises(monkeypatch):
     # Everything received is released as is (nothing lost, no crash) and the buffer resets.
     assert out == ["Held text without an end and more"]
     assert agg.text.text == ""
+
+
+# ---------------------------------------------------------------- misuse, at construction
+
+
+def warnings_of(build):
+    lines = []
+    sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
+    try:
+        build()
+    finally:
+        logger.remove(sink)
+    return lines
+
+
+def test_an_unknown_language_warns_once_naming_the_fallback():
+    lines = warnings_of(lambda: make_text_processor(language="klingon"))
+    assert len(lines) == 1
+    assert "unknown language 'klingon'" in lines[0]
+    assert "falling back to the English rules" in lines[0]
+    assert "de, el, en" in lines[0]  # the languages that have rules of their own
+
+
+def test_known_languages_and_languages_without_rules_of_their_own_do_not_warn():
+    for language in ("de-DE", "pt_BR", "en", "ja", "hi", "auto", None):
+        assert warnings_of(lambda lang=language: make_text_processor(language=lang)) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"language": 5}, TypeError, "language must be a language code such as 'en'"),
+        ({"max_chars": "300"}, TypeError, "max_chars must be an integer, got '300'"),
+        ({"max_chars": 8}, ValueError, "max_chars must be >= 16, got 8"),
+        ({"first_phrase": "yes"}, TypeError, "first_phrase must be True or False, got 'yes'"),
+        ({"first_phrase_min_chars": 2.5}, TypeError, "first_phrase_min_chars must be an integer"),
+        ({"first_phrase_min_chars": 0}, ValueError, "first_phrase_min_chars must be >= 1"),
+        ({"stall_flush_s": "1"}, TypeError, "stall_flush_s must be a number of seconds or None"),
+        ({"stall_flush_s": -1.0}, ValueError, "stall_flush_s must be > 0 or None, got -1.0"),
+        ({"trailing_space": "no"}, TypeError, "trailing_space must be True or False"),
+        ({"text_transforms": 5}, TypeError, "text_transforms must be a list of"),
+        ({"text_transforms": [("*", "upper")]}, TypeError, "text_transforms must be a list of"),
+        (
+            {"lang": "de"},
+            TypeError,
+            "unexpected keyword argument\\(s\\) lang; LLMTextProcessor takes",
+        ),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        make_text_processor(**kwargs)
+
+
+def test_pipecat_keywords_still_pass_through():
+    proc = make_text_processor(name="chunker", enable_direct_mode=True)
+    assert proc.name == "chunker"
+
+
+def test_a_config_that_is_not_a_segmenter_config_is_refused():
+    with pytest.raises(TypeError, match="config must be a SegmenterConfig, got dict"):
+        FastTextAggregator({"language": "de"})
