@@ -14,8 +14,8 @@ path. Each row checks its own output (the stabiliser ends on the final transcrip
 aggregators give back every character, the meter measures every turn), so a fast wrong
 implementation does not pass as a fast one.
 
-Rows are built by the functions in :data:`GROUPS`; a lever adds its rows by adding a group.
-The guard group (``CacheBustGuard`` per request) belongs to the linter: see :func:`guard_rows`.
+Rows are built by the functions in :data:`GROUPS`; a lever adds its rows by adding a group
+(a function of :class:`Input` that returns its rows).
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Input:
     reply_tokens: int = 6000
     turns: int = 4
     worst_pushes: int = 40000
+    guard_prompts: tuple[int, ...] = (3000, 30000)  # system prompt sizes, o200k tokens
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -514,15 +515,97 @@ def ttfa_rows(size: Input) -> list[Row]:
     return [mix, worst_row]
 
 
-def guard_rows(size: Input) -> list[Row]:
-    """``CacheBustGuard`` per LLM request: the linter's rows go here.
+def system_prompt(n_tokens: int) -> str:
+    """A voice agent's system prompt of about ``n_tokens`` o200k tokens (rules, then FAQ)."""
+    from pipecat_fast import tokens
 
-    The guard is being made incremental and moved off the request path (issue 10); its owner
-    adds a row per case (3k/30k-token prompt, unchanged / end of the system prompt changing each
-    request) timing the work the guard does per request against the bare service, through the
-    guard's public API. Until then the table says it is not measured.
+    rng = random.Random(n_tokens)
+    topics = ("bookings", "refunds", "opening hours", "deliveries", "insurance", "parking")
+    lines = ["You are Mia, the phone assistant of a chain of dental clinics. Speak briefly."]
+    total = tokens.count_tokens(lines[0])
+    i = 0
+    while total < n_tokens:
+        i += 1
+        line = (
+            f"Rule {i}: when the caller asks about {rng.choice(topics)}, answer in at most "
+            f"{rng.randint(2, 4)} short sentences, confirm names and times back, and offer to "
+            "send the details by text message."
+        )
+        lines.append(line)
+        total += tokens.count_tokens("\n" + line)
+    return "\n".join(lines)
+
+
+def guard_context(system: str) -> list[dict]:
+    """The messages of a request 8 exchanges into a call (the system prompt apart)."""
+    messages = []
+    for i in range(8):
+        messages.append({"role": "user", "content": CALLER_UTTERANCES[i % 4]})
+        messages.append({"role": "assistant", "content": AGENT_REPLIES[i % 4]})
+    messages.append({"role": "user", "content": "And can you text me that, please?"})
+    return messages
+
+
+def guard_rows(size: Input) -> list[Row]:
+    """``CacheBustGuard``'s comparison per LLM request, through its public core.
+
+    The guard takes a shallow snapshot on the request path and compares it with the previous
+    request after the response ends (``PrefixTracker.observe_request``): these rows time that
+    comparison per request, for a 3k- and a 30k-token system prompt, unchanged from request to
+    request or with its last line changing on every one (a clock at the end of the prompt).
+    The snapshot on the request path is the guard's private hook and is not timed here.
     """
-    return []
+    from pipecat_fast.lint.guard_core import PrefixTracker
+
+    class NullTracker:
+        def observe_request(self, tools, system, messages):
+            return []
+
+    rows = []
+    for n_tokens in size.guard_prompts:
+        n_requests = max(4, size.turns * (60 if n_tokens <= 5000 else 8))
+        prompt = system_prompt(n_tokens)
+        messages = guard_context(prompt)
+        steady = [prompt]
+        busting = [prompt + "\nThe time is 14:03:21.", prompt + "\nThe time is 14:03:22."]
+        for case, systems in (("unchanged", steady), ("its end changing each request", busting)):
+            check: dict[str, Any] = {}
+
+            def make(
+                factory, systems=systems, check=None, n_requests=n_requests, messages=messages
+            ) -> Measure:
+                async def measure() -> tuple[int, int]:
+                    tracker = factory()
+                    tracker.observe_request(None, systems[-1], messages)  # a session under way
+                    warned = 0
+                    gc.collect()
+                    t = cpu_ns()
+                    for r in range(n_requests):
+                        found = tracker.observe_request(None, systems[r % len(systems)], messages)
+                        warned += len(found)
+                    ns = cpu_ns() - t
+                    if check is not None:
+                        check["warnings"] = warned
+                        expected = 0 if len(systems) == 1 else n_requests
+                        assert warned == expected, "the guard missed or invented a change"
+                    return ns, n_requests
+
+                return measure
+
+            rows.append(
+                Row(
+                    group="guard",
+                    name=f"PrefixTracker.observe_request, {n_tokens / 1000:g}k-token system "
+                    f"prompt, {case}",
+                    unit="request",
+                    item=make(PrefixTracker, check=check),
+                    baseline=make(NullTracker),
+                    note=f"{n_requests} requests, 16 history messages; after the response ends "
+                    "(off the request path)",
+                    check=check,
+                )
+            )
+    return rows
 
 
 GROUPS: dict[str, Callable[[Input], list[Row]]] = {

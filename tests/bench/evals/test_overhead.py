@@ -86,20 +86,23 @@ def test_the_cli_routes_the_suite():
 
 
 def test_a_quick_run_measures_every_row_and_checks_its_output(tmp_path, monkeypatch):
-    small = Input(utterances=2, reply_tokens=120, turns=1, worst_pushes=200)
+    small = Input(utterances=2, reply_tokens=120, turns=1, worst_pushes=200, guard_prompts=(1500,))
     monkeypatch.setattr(overhead, "Input", lambda **_: small)
     out = tmp_path / "overhead.json"
-    args = Namespace(reps=2, only="stabilizer,aggregator,ttfa,guard", quick=True, out=out,
-                     markdown=True)
+    args = Namespace(
+        reps=2, only="stabilizer,aggregator,ttfa,guard", quick=True, out=out, markdown=True
+    )
     assert overhead.run(args) == 0
     report = json.loads(out.read_text())
     names = [r["name"] for r in report["rows"]]
-    assert len(names) == 7 and any("30-word" in n for n in names)
+    assert len(names) == 9 and any("30-word" in n for n in names)
     checks = {r["name"]: r["check"] for r in report["rows"]}
     assert checks["PartialStabilizer.feed, 30-word utterances"]["last_stable_is_final"]
     assert checks["FastTextAggregator (ours)"]["every_word_back"]
     assert checks["SimpleTextAggregator (Pipecat)"]["every_word_back"]
     assert checks["TTFAObserver.on_push_frame, a call's mix"]["turns_measured"] == 1
     assert [r["name"] for r in report["ratios"]] == ["FastTextAggregator ÷ SimpleTextAggregator"]
-    assert report["meta"]["unmeasured"] == ["guard"]
+    guard = [c for n, c in checks.items() if n.startswith("PrefixTracker")]
+    assert [c["warnings"] > 0 for c in guard] == [False, True]  # the bust is found every time
+    assert report["meta"]["unmeasured"] == []
     assert report["meta"]["clock"] == "time.process_time_ns"
