@@ -768,9 +768,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reps < 2:
         console.print(f"[red]--reps must be >= 2 (a median needs a spread), got {args.reps}[/red]")
         return 2
-    size = (
-        Input(utterances=4, reply_tokens=300, turns=1, worst_pushes=2000) if args.quick else Input()
-    )
+    quick = Input(utterances=4, reply_tokens=300, turns=1, worst_pushes=2000, guard_prompts=(1500,))
+    size = quick if args.quick else Input()
     logger.remove()  # no per-frame debug sink in the timed loops
     logger.add(sys.stderr, level="WARNING")
     rows: list[Row] = []
