@@ -809,3 +809,17 @@ def run(args: argparse.Namespace) -> int:
         args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
         console.print(f"wrote {args.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipecat_fast.bench.evals.overhead``: the suite without the CLI around it.
+
+    It also runs on a checkout whose CLI does not list it (to time older code).
+    """
+    parser = argparse.ArgumentParser(prog="pipecat-fast bench overhead", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -106,3 +106,8 @@ def test_a_quick_run_measures_every_row_and_checks_its_output(tmp_path, monkeypa
     assert [c["warnings"] > 0 for c in guard] == [False, True]  # the bust is found every time
     assert report["meta"]["unmeasured"] == []
     assert report["meta"]["clock"] == "time.process_time_ns"
+
+
+def test_the_module_runs_on_its_own(capsys):
+    assert overhead.main(["--reps", "1"]) == 2
+    assert "--reps must be >= 2" in capsys.readouterr().out
