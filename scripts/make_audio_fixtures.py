@@ -59,7 +59,6 @@ import argparse
 import asyncio
 import concurrent.futures
 import ctypes
-import importlib.resources
 import io
 import json
 import multiprocessing
@@ -67,6 +66,7 @@ import re
 import subprocess
 import sys
 import wave
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +80,8 @@ REL_THRESHOLD_DB = -40.0
 ABS_THRESHOLD_DBFS = -60.0
 SMART_TURN_MODEL = "smart-turn-v3.2-cpu.onnx"
 SMART_TURN_SILENCE_MS = 200
+FIXTURE_MIN_P = 0.8  # pipecat_fast.bench.smart_turn.FIXTURE_MIN_P: a margin no CPU crosses
+LATE_SILENCE_MS = 300  # a VAD that stops 100 ms later: the verdict must not hinge on the moment
 
 # espeak-ng's C API (speak_lib.h).
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -240,35 +242,45 @@ def tokens_with_offsets(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
 
 
-def make_utterance(text: str, voice: str, rate: int) -> Utterance:
+def make_utterance(
+    text: str, voice: str, rate: int, pauses: Sequence[tuple[int, int]] = ()
+) -> Utterance:
+    """Synthesize ``text``; ``pauses`` inserts ``(after_word, ms)`` of silence mid-utterance.
+
+    A pause is cut into the synthesis of the whole utterance (never synthesized as two
+    utterances), so the words before it keep the intonation of a phrase that goes on, as a
+    caller's voice does when they stop to recall a date: the silence goes in the middle of
+    the gap between the two words.
+    """
     _version, native_rate, raw, events = synth_fresh(text, voice, rate)
     pcm = resample(raw, native_rate)
+    ms = SAMPLE_RATE // 1000
+    tokens = tokens_with_offsets(text)
+    starts = _word_starts(tokens, events, native_rate, text)  # ms in pcm
+    for after, pause_ms in sorted(pauses, reverse=True):
+        if not 0 <= after < len(tokens) - 1:
+            raise FixtureError(f"pause after word {after} of {text!r}: no word follows it")
+        voiced = voiced_frames(pcm)
+        _a, end_of_word = speech_span_ms(voiced, starts[after], starts[after + 1])
+        if end_of_word < 0:
+            end_of_word = starts[after + 1]
+        at = (end_of_word + starts[after + 1]) // 2 // FRAME_MS * FRAME_MS
+        pcm = np.concatenate([pcm[: at * ms], np.zeros(pause_ms * ms, np.int16), pcm[at * ms :]])
+        starts = [s if i <= after else s + pause_ms for i, s in enumerate(starts)]
     start, end = speech_span_ms(voiced_frames(pcm))
     if start < 0:
         raise FixtureError(f"no speech found in the synthesis of {text!r}")
     # Cut/pad to PAD_MS of silence on both sides.
-    ms = SAMPLE_RATE // 1000
     lead = np.zeros(max(0, PAD_MS - start) * ms, dtype=np.int16)
     tail = np.zeros(max(0, end + PAD_MS - len(pcm) // ms) * ms, dtype=np.int16)
     cut_ms = max(0, start - PAD_MS)
     body = pcm[cut_ms * ms : (end + PAD_MS) * ms]
     pcm = np.concatenate([lead, body, tail])
     shift_ms = len(lead) // ms - cut_ms  # old time + shift = new time
+    starts = [s + shift_ms for s in starts]
 
     voiced = voiced_frames(pcm)
     speech_start, speech_end = speech_span_ms(voiced)
-
-    tokens = tokens_with_offsets(text)
-    starts: list[int | None] = [None] * len(tokens)
-    for offset, _length, sample in events:
-        for i, (_tok, a, b) in enumerate(tokens):
-            if a <= offset < b or (offset < a and (i == 0 or offset >= tokens[i - 1][2])):
-                if starts[i] is None:
-                    starts[i] = round(sample * 1000 / native_rate) + shift_ms
-                break
-    missing = [tokens[i][0] for i, s in enumerate(starts) if s is None]
-    if missing:
-        raise FixtureError(f"espeak-ng gave no word event for {missing} in {text!r}")
     words = []
     prev_end = speech_start
     for i, (tok, _a, _b) in enumerate(tokens):
@@ -285,45 +297,41 @@ def make_utterance(text: str, voice: str, rate: int) -> Utterance:
     return Utterance(pcm, speech_start, speech_end, words)
 
 
+def _word_starts(tokens, events, native_rate: int, text: str) -> list[int]:
+    """Each token's start (ms) from espeak-ng's WORD events."""
+    starts: list[int | None] = [None] * len(tokens)
+    for offset, _length, sample in events:
+        for i, (_tok, a, b) in enumerate(tokens):
+            if a <= offset < b or (offset < a and (i == 0 or offset >= tokens[i - 1][2])):
+                if starts[i] is None:
+                    starts[i] = round(sample * 1000 / native_rate)
+                break
+    missing = [tokens[i][0] for i, s in enumerate(starts) if s is None]
+    if missing:
+        raise FixtureError(f"espeak-ng gave no word event for {missing} in {text!r}")
+    return [int(s) for s in starts]
+
+
 class SmartTurn:
-    """Pipecat's bundled Smart Turn v3, asked through its analyzer API as the pipeline asks it."""
+    """Smart Turn v3 as the pipeline asks it (``pipecat_fast.bench.smart_turn.SmartTurnProbe``)."""
 
     def __init__(self) -> None:
         try:
-            from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import (
-                LocalSmartTurnAnalyzerV3,
-            )
-
-            model = importlib.resources.files("pipecat.audio.turn.smart_turn.data")
-            model = model / SMART_TURN_MODEL
+            from pipecat_fast.bench.smart_turn import SmartTurnProbe, SmartTurnUnavailable
         except ImportError as e:
-            raise FixtureError(f"pipecat's local Smart Turn v3 is not importable ({e})") from e
-        if not model.is_file():
-            raise FixtureError(f"pipecat-ai does not ship {SMART_TURN_MODEL} (found no {model})")
-        from loguru import logger
-
-        logger.disable("pipecat")  # it logs every prediction at DEBUG
+            raise FixtureError(f"run from the repository root with PYTHONPATH=. ({e})") from e
+        try:
+            self._probe = SmartTurnProbe()
+        except SmartTurnUnavailable as e:
+            raise FixtureError(str(e)) from e
         self.model = SMART_TURN_MODEL
-        self._analyzer = LocalSmartTurnAnalyzerV3(
-            sample_rate=SAMPLE_RATE, smart_turn_model_path=str(model)
-        )
-        self._analyzer.set_sample_rate(SAMPLE_RATE)
 
     def probability(self, pcm: np.ndarray, silence_ms: int = SMART_TURN_SILENCE_MS) -> float:
         """P(turn complete) for the utterance followed by ``silence_ms`` of silence, 3 decimals."""
-        analyzer = self._analyzer
-        analyzer.clear()
-        analyzer.append_audio(pcm.astype("<i2").tobytes(), is_speech=True)
-        silence = np.zeros(silence_ms * SAMPLE_RATE // 1000, dtype="<i2")
-        analyzer.append_audio(silence.tobytes(), is_speech=False)
-        _state, metrics = asyncio.run(analyzer.analyze_end_of_turn())
-        analyzer.clear()
-        if metrics is None:
-            raise FixtureError("Smart Turn v3 returned no prediction")
-        return round(float(metrics.probability), 3)
+        return round(self._probe.p_complete_sync(pcm, silence_ms), 3)
 
     def close(self) -> None:
-        asyncio.run(self._analyzer.cleanup())
+        asyncio.run(self._probe.close())
 
 
 def wav_bytes(pcm: np.ndarray) -> bytes:
@@ -360,23 +368,48 @@ def process_call(
     files: dict[Path, bytes] = {}
     for n, turn in enumerate(call["turns"], start=1):
         user = turn["user"]
-        utt = make_utterance(user["text"], voice, rate)
+        scripted = [(int(q["after_word"]), int(q["ms"])) for q in user.get("pauses", [])]
+        utt = make_utterance(user["text"], voice, rate, scripted)
         audio = user.get("audio") or f"audio/{call['id']}_{n}.wav"
         files[data_dir / audio] = wav_bytes(utt.pcm)
         p_complete = smart_turn.probability(utt.pcm)
+        p_late = smart_turn.probability(utt.pcm, LATE_SILENCE_MS)
+        pauses = []
+        for after, pause_ms in scripted:
+            a, b = utt.words[after]["end_ms"], utt.words[after + 1]["start_ms"]
+            at_pause = smart_turn.probability(utt.pcm[: a * SAMPLE_RATE // 1000])
+            pauses.append(
+                {
+                    "after_word": after,
+                    "ms": pause_ms,
+                    "start_ms": a,
+                    "end_ms": b,
+                    "smart_turn_v3": {"probability": at_pause},
+                }
+            )
         turn["user"] = {
             "text": user["text"],
             "audio": audio,
             "speech_start_ms": utt.speech_start_ms,
             "speech_end_ms": utt.speech_end_ms,
             "words": utt.words,
+            **({"pauses": pauses} if pauses else {}),
             "smart_turn_v3": {"probability": p_complete},
         }
+        # Fields the generator does not know (a lever's scripted events) are kept.
+        turn["user"].update({k: v for k, v in user.items() if k not in turn["user"]})
         dur = len(utt.pcm) / SAMPLE_RATE
-        warn = "  WARNING: judged incomplete" if p_complete < 0.5 else ""
+        low = min(p_complete, p_late) < FIXTURE_MIN_P
+        warn = f"  WARNING: below {FIXTURE_MIN_P} (re-word or re-voice it)" if low else ""
         print(
             f"  {audio}: {dur:.2f} s, speech {utt.speech_start_ms}-{utt.speech_end_ms} ms, "
-            f"Smart Turn v3 P(complete) {p_complete:.3f}{warn}"
+            f"Smart Turn v3 P(complete) {p_complete:.3f} (+{SMART_TURN_SILENCE_MS} ms), "
+            f"{p_late:.3f} (+{LATE_SILENCE_MS} ms){warn}"
+            + "".join(
+                f"; pause {q['start_ms']}-{q['end_ms']} ms "
+                f"P {q['smart_turn_v3']['probability']:.3f}"
+                for q in pauses
+            )
         )
     files[path] = dump_call(call).encode("utf-8")
     return files

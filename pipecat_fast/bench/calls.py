@@ -1,4 +1,4 @@
-"""Call scripts for the demo and bench: real caller audio, its timings, and the scripted replies.
+"""Call scripts for the demo and bench: synthesized caller audio, its timings, the scripted replies.
 
 A call script is one JSON file in ``data/calls/`` (paths inside it are relative to ``data/``)::
 
@@ -13,10 +13,14 @@ A call script is one JSON file in ``data/calls/`` (paths inside it are relative 
       "turns": [
         {
           "user": {
-            "text": "Hi, I need to book a cleaning for next week.",
-            "audio": "audio/book_cleaning_1.wav",   # 16 kHz mono s16 WAV
-            "speech_start_ms": 150, "speech_end_ms": 2730,
-            "words": [{"text": "Hi,", "start_ms": 150, "end_ms": 500}, ...],
+            "text": "Perfect. Do I need to bring anything?",
+            "audio": "audio/book_cleaning_4.wav",   # 16 kHz mono s16 WAV
+            "speech_start_ms": 150, "speech_end_ms": 3100,
+            "words": [{"text": "Perfect.", "start_ms": 150, "end_ms": 640}, ...],
+            "pauses": [                             # optional: deliberate mid-utterance pauses
+              {"after_word": 0, "ms": 1100, "start_ms": 640, "end_ms": 1790,
+               "smart_turn_v3": {"probability": 0.93}}
+            ],
             "smart_turn_v3": {"probability": 0.976}  # optional, see Turn.smart_turn_v3_probability
           },
           "assistant": "Happy to help with that. ..."   # what the LLM emulator streams back
@@ -24,9 +28,30 @@ A call script is one JSON file in ``data/calls/`` (paths inside it are relative 
       ]
     }
 
-All times are integer ms from the start of the turn's WAV file. ``words`` holds one entry per
-whitespace-separated token of ``text`` (punctuation kept), in order, inside the speech span; the
-timings come from ``scripts/make_audio_fixtures.py``, which also made the audio (espeak-ng).
+Fields of ``turns[i].user``:
+
+- ``text``: what the caller says; the STT emulator's final transcript.
+- ``audio``: the utterance (``scripts/make_audio_fixtures.py`` makes it from ``text``).
+- ``speech_start_ms`` / ``speech_end_ms``: first and last voiced audio; the caller's real end of
+  speech is ``speech_end_ms``, the zero of the turn's time to first audio.
+- ``words``: one entry per whitespace-separated token of ``text`` (punctuation kept), in order,
+  inside the speech span.
+- ``pauses`` (optional): the caller stops mid-utterance on purpose, as people do while they
+  recall a date or a name, and then goes on. ``after_word`` (index into ``words``, never the
+  last) and ``ms`` (the silence the generator inserts there) are written by hand; the generator
+  measures ``start_ms`` / ``end_ms`` (the end of word ``after_word`` and the start of the next
+  one; at least ``ms`` apart) and ``smart_turn_v3.probability``, how sure Smart Turn v3 is that
+  the turn is complete 200 ms into the pause. A pause must be longer than the VAD's stop window
+  (``MIN_PAUSE_MS``), so the pipeline does see the caller stop. Bot audio that starts inside a
+  pause is a *false cut-off*: the bench counts those per configuration, apart from TTFA; such
+  turns are the only ones a configuration may talk over.
+- ``smart_turn_v3`` (optional): how sure Smart Turn v3 is that the turn is complete at its real
+  end (see :attr:`Turn.smart_turn_v3_probability`).
+
+All times are integer ms from the start of the turn's WAV file; the timings come from
+``scripts/make_audio_fixtures.py``, which also made the audio (espeak-ng). Fields this loader
+does not know are ignored, so a lever may add its own scripted events to a turn (a barge-in, an
+idle gap) and read them from :attr:`Turn.raw`; document them here when you do.
 
 The large-prompt variant of ``prompts/X.md`` is ``prompts/X.md`` followed by the appendix rendered
 from ``prompts/X_knowledge.json`` (see :mod:`pipecat_fast.bench.knowledge`): the same static
@@ -41,7 +66,7 @@ from __future__ import annotations
 import json
 import wave
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +82,10 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 
 SAMPLE_RATE = 16_000
 """Sample rate of every call audio file, Hz (mono, signed 16-bit little-endian PCM)."""
+
+MIN_PAUSE_MS = 400
+"""Shortest deliberate pause: twice the VAD's stop window (Silero ``stop_secs`` 0.2 s), so the
+pipeline sees the caller stop and its end-of-turn model is asked."""
 
 
 class CallScriptError(ValueError):
@@ -83,6 +112,27 @@ class Word:
 
 
 @dataclass(frozen=True)
+class Pause:
+    """A deliberate pause inside an utterance (the caller stops, then goes on).
+
+    Attributes:
+        after_word: Index of the word the pause follows (never the last word).
+        ms: The silence the generator inserted (ms).
+        start_ms: End of word ``after_word`` (ms from the file start).
+        end_ms: Start of the next word (ms from the file start).
+        smart_turn_v3_probability: Smart Turn v3's P(complete) 200 ms into the pause, as the
+            generator measured it; above 0.5 the stock pipeline answers the half utterance.
+            ``None`` if not recorded.
+    """
+
+    after_word: int
+    ms: int
+    start_ms: int
+    end_ms: int
+    smart_turn_v3_probability: float | None = None
+
+
+@dataclass(frozen=True)
 class Turn:
     """One user utterance and the assistant's scripted reply to it.
 
@@ -101,6 +151,8 @@ class Turn:
             followed by 200 ms of silence, 0..1 (measured by ``scripts/make_audio_fixtures.py``);
             below 0.5 the stock pipeline waits up to 3 s of silence before answering. ``None``
             if the script does not record it.
+        pauses: Deliberate mid-utterance pauses, in order (usually none).
+        raw: The turn's ``user`` object as written, for fields this loader does not know.
     """
 
     index: int
@@ -112,6 +164,13 @@ class Turn:
     words: tuple[Word, ...]
     reply: str
     smart_turn_v3_probability: float | None = None
+    pauses: tuple[Pause, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def deliberate_pause(self) -> bool:
+        """Whether the caller pauses mid-utterance on purpose (see :class:`Pause`)."""
+        return bool(self.pauses)
 
 
 @dataclass(frozen=True)
@@ -424,6 +483,7 @@ def _turn(get: _Getter, root: Path, i: int, raw: Any) -> Turn:
         prev_end = word.end_ms
     if [w.text for w in words] != text.split():
         raise CallScriptError(get.path, upre + "words", f"do not spell out the text {text!r}")
+    pauses = _pauses(get, user, upre, words)
     return Turn(
         index=i,
         user_text=text,
@@ -434,7 +494,51 @@ def _turn(get: _Getter, root: Path, i: int, raw: Any) -> Turn:
         words=tuple(words),
         reply=get.text(raw, "assistant", pre),
         smart_turn_v3_probability=_smart_turn_probability(get, user, upre),
+        pauses=pauses,
+        raw=user,
     )
+
+
+def _pauses(get: _Getter, user: dict, upre: str, words: list[Word]) -> tuple[Pause, ...]:
+    if "pauses" not in user:
+        return ()
+    out: list[Pause] = []
+    for j, raw in enumerate(get.items(user, "pauses", upre)):
+        ppre = f"{upre}pauses[{j}]"
+        if not isinstance(raw, dict):
+            raise CallScriptError(get.path, ppre, "must be an object")
+        after = get.integer(raw, "after_word", ppre + ".")
+        if not 0 <= after < len(words) - 1:
+            raise CallScriptError(
+                get.path,
+                ppre + ".after_word",
+                f"must index a word before the last one (0..{len(words) - 2}), got {after}",
+            )
+        if out and after <= out[-1].after_word:
+            raise CallScriptError(get.path, ppre + ".after_word", "pauses must be in word order")
+        ms = get.integer(raw, "ms", ppre + ".")
+        if ms < MIN_PAUSE_MS:
+            raise CallScriptError(
+                get.path,
+                ppre + ".ms",
+                f"{ms} ms is too short to be a pause the pipeline sees (at least {MIN_PAUSE_MS})",
+            )
+        start = get.integer(raw, "start_ms", ppre + ".")
+        end = get.integer(raw, "end_ms", ppre + ".")
+        if start != words[after].end_ms or end != words[after + 1].start_ms:
+            raise CallScriptError(
+                get.path,
+                ppre + ".start_ms",
+                f"{start}..{end} ms must run from the end of {words[after].text!r} "
+                f"({words[after].end_ms} ms) to the start of {words[after + 1].text!r} "
+                f"({words[after + 1].start_ms} ms); regenerate with scripts/make_audio_fixtures.py",
+            )
+        if end - start < ms:
+            raise CallScriptError(
+                get.path, ppre + ".end_ms", f"the pause is {end - start} ms, shorter than ms={ms}"
+            )
+        out.append(Pause(after, ms, start, end, _smart_turn_probability(get, raw, ppre + ".")))
+    return tuple(out)
 
 
 def _smart_turn_probability(get: _Getter, user: dict, upre: str) -> float | None:

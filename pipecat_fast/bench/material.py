@@ -13,9 +13,11 @@ from pipecat_fast.testing.revisions import with_revisions
 
 def bench_call(script: CallScript) -> BenchCall:
     """The bench form of a call script: caller PCM, STT script and scripted replies."""
-    utterances, stt_script, replies = [], [], []
+    utterances, stt_script, replies, ends, pauses = [], [], [], [], []
     rate = 16000
     for turn in script.turns:
+        ends.append(turn.speech_end_ms)
+        pauses.append(tuple((p.start_ms, p.end_ms) for p in turn.pauses))
         pcm, rate = read_pcm(turn.audio_path)
         utterances.append(pcm)
         onset = turn.speech_start_ms
@@ -32,6 +34,8 @@ def bench_call(script: CallScript) -> BenchCall:
         stt_script=stt_script,
         replies=replies,
         sample_rate=rate,
+        speech_end_ms=ends,
+        pauses_ms=pauses,
     )
 
 

@@ -61,44 +61,80 @@ def turns_table(result: CallResult, title: str) -> Table:
             _ms(turn.prompt_tokens),
             _ms(turn.cached_tokens),
         )
-    shown = {turn.turn for turn in result.turns}
-    gaps = [str(n) for n in range(max(shown, default=-1) + 1) if n not in shown]
+    gaps = [str(o.index) for o in result.outcomes if not o.answered]
+    notes = []
     if gaps:
-        table.caption = (
-            f"turn {', '.join(gaps)}: no answer heard (the caller went on talking over its start)"
-        )
+        notes.append(f"turn {', '.join(gaps)}: no reply heard after the caller's end of speech")
+    for o in result.outcomes:
+        if o.false_cutoffs:
+            notes.append(f"turn {o.index}: bot audio started inside the caller's pause")
+    table.caption = "\n".join(notes) or None
     return table
 
 
 def summary_table(report: dict[str, Any], title: str) -> Table:
-    """Per-configuration p50/p95 TTFA and the ratios to the baseline."""
+    """Per-configuration p50/p95 TTFA over the same turns, the ratios, and what else differed.
+
+    p50/p95 are over the turns every configuration answered (``report["paired"]``); the
+    caption says how many those are, which turns only some configurations answered, and how
+    many false cut-offs (bot audio inside a caller's deliberate pause) each one made.
+    """
+    paired = report.get("paired", {})
     table = Table(title=title, title_justify="left")
     for name, justify in (
         ("config", "left"),
-        ("turns", "right"),
+        ("answered", "right"),
         ("TTFA p50 ms", "right"),
         ("TTFA p95 ms", "right"),
         ("p50 ratio", "right"),
         ("p95 ratio", "right"),
+        ("false cut-offs", "right"),
         ("median LLM TTFT ms", "right"),
         ("extra prefill compute", "right"),
     ):
         table.add_column(name, justify=justify)
-    for config, s in report["summary"].items():
+    n_clean = paired.get("n_scripted", 0)
+    for config in report["configs"]:
+        s = paired.get("configs", {}).get(config, {})
         ratio = report["ratios"].get(config, {})
-        ttft = [t["stages_ms"].get("llm_ttft") for t in report["turns"] if t["config"] == config]
+        mine = [t for t in report["turns"] if t["config"] == config]
+        ttft = [t["stages_ms"].get("llm_ttft") for t in mine if t.get("ttfa_ms") is not None]
         ttft = [v for v in ttft if v is not None]
+        answered = sum(1 for t in mine if t.get("ttfa_ms") is not None)
         table.add_row(
             config + (" (baseline)" if config == report["baseline"] else ""),
-            f"{s['n_turns']}"
-            + (f" (+{s['n_unanswered']} unanswered)" if s["n_unanswered"] else ""),
-            _ms(s["ttfa_p50_ms"]),
-            _ms(s["ttfa_p95_ms"]),
+            f"{answered}/{len(mine)}",
+            _ms(s.get("ttfa_p50_ms")),
+            _ms(s.get("ttfa_p95_ms")),
             "-" if ratio.get("p50") is None else f"{ratio['p50']:.3f}",
             "-" if ratio.get("p95") is None else f"{ratio['p95']:.3f}",
+            str(report.get("false_cutoffs", {}).get(config, 0)),
             _ms(statistics.median(ttft)) if ttft else "-",
             _pct(report.get("prefill_compute", {}).get(config, {}).get("extra_compute_pct")),
         )
+    lines = [
+        f"p50/p95 and ratios over the {paired.get('n_paired', 0)} of {n_clean} turns every "
+        "configuration answered (deliberately paused turns apart)"
+    ]
+    paused = paired.get("paused", {})
+    if paused.get("n_turns"):
+        lines.append(
+            f"{paused['n_turns']} turns pause mid-utterance on purpose; a false cut-off is bot "
+            "audio starting inside such a pause"
+        )
+    for diff in paired.get("answer_differences", []):
+        lines.append(
+            f"finding: turn {diff['key']} answered by {', '.join(diff['answered_by'])}, "
+            f"not by {', '.join(diff['unanswered_by'])}"
+        )
+    talked = {c: n for c, n in report.get("talked_over", {}).items() if n}
+    if talked:
+        lines.append(
+            "finding: bot audio started while the caller was speaking (not in a pause): "
+            + ", ".join(f"{c} {n}x" for c, n in talked.items())
+        )
+    table.caption = "\n".join(lines)
+    table.caption_justify = "left"
     return table
 
 
@@ -107,9 +143,13 @@ def progress_line(result: CallResult, index: int, total: int) -> str:
     values = [t.ttfa_ms for t in result.turns if t.ttfa_ms is not None]
     median = f"median TTFA {statistics.median(values):.0f} ms" if values else "no answered turns"
     error = f"  [red]error: {result.error}[/red]" if result.error else ""
+    scripted = len(result.outcomes) or len(result.turns)
+    cutoffs = sum(o.false_cutoffs for o in result.outcomes)
+    cut = f", {cutoffs} false cut-off(s)" if cutoffs else ""
     return (
-        f"[{index}/{total}] {result.config:<14} {result.call:<18} {len(result.turns)} turns, "
-        f"{median}, {result.wall_s:.0f} s{error}"
+        f"[{index}/{total}] {result.config:<14} {result.call:<18} "
+        f"{len(result.turns)}/{scripted} turns answered, {median}{cut}, "
+        f"{result.wall_s:.0f} s{error}"
     )
 
 

@@ -53,6 +53,12 @@ class BenchCall:
         stt_script: What the STT emulator transcribes for each utterance.
         replies: ``(user text, scripted reply)`` pairs for the LLM emulator.
         sample_rate: Caller audio rate (Hz).
+        speech_end_ms: Per utterance, the caller's real end of speech (ms from its start).
+        pauses_ms: Per utterance, its deliberate mid-utterance pauses ``(start, end)`` (ms
+            from its start); empty for most.
+        patience_s: How long the caller waits for a reply to start before it talks on
+            (``CallerTransport(reply_timeout_s=...)``); the engine bench sizes it to the
+            engine's measured prefill rate.
     """
 
     id: str
@@ -62,6 +68,9 @@ class BenchCall:
     stt_script: list[ScriptedUtterance]
     replies: list[tuple[str, str]]
     sample_rate: int = 16000
+    speech_end_ms: list[int] = field(default_factory=list)
+    pauses_ms: list[tuple[tuple[int, int], ...]] = field(default_factory=list)
+    patience_s: float = 15.0
 
 
 @dataclass

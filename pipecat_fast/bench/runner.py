@@ -1,10 +1,13 @@
-"""Run scripted calls through configured pipelines and collect TTFA per turn.
+"""Run scripted calls through configured pipelines and collect TTFA per scripted turn.
 
 :func:`run_call` runs one call at real-time pace and never raises for a pipeline failure: the
-error is recorded in the :class:`CallResult` and the next call can go on.
-:func:`run_interleaved` runs the same calls through several configurations, alternating
-configuration call by call (A B A B ...) so that slow drifts of a shared, noisy machine hit
-every configuration alike.
+error is recorded in the :class:`CallResult` and the next call can go on. Each of its turns is
+tied to the scripted utterance it answers (:func:`pipecat_fast.bench.pairing.match_turns`), so
+``turn`` in a result is the utterance's index in the call script, whatever the pipeline did in
+between. :func:`run_interleaved` runs the same calls through several configurations,
+alternating configuration call by call (A B A B ...) so that slow drifts of a shared, noisy
+machine hit every configuration alike. :func:`build_report` compares configurations over the
+turns they all answered (:func:`pipecat_fast.bench.pairing.paired_summary`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
 
 from pipecat_fast.bench.configs import BenchConfig
+from pipecat_fast.bench.pairing import TurnOutcome, UtteranceSpan, match_turns, paired_summary
 from pipecat_fast.bench.pipeline import BenchCall, Endpoints, assemble, build_spec
-from pipecat_fast.testing.caller_transport import CallerTransport
+from pipecat_fast.testing.caller_transport import CallerTimeline, CallerTransport
 from pipecat_fast.ttfa import TTFAObserver, TurnRecord, summarize
 
 OUTPUT_SAMPLE_RATE = 16000
@@ -36,12 +40,14 @@ class CallResult:
         config: Configuration name.
         call: Call id.
         repeat: Which repetition of the call this is (0-based).
-        turns: Answered turns with their TTFA records.
-        unanswered: Caller turns that got no bot audio.
+        turns: Answered turns with their TTFA records; ``turn`` is the scripted utterance.
+        unanswered: Scripted utterances that got no reply after the caller's end of speech.
         error: What went wrong, if anything (the run goes on).
         wall_s: Wall-clock length of the call (s).
-        llm_requests: The LLM emulator's accounting of every request of the call (prompt,
-            cached and uncached tokens, ``max_tokens``), when the bench could read it.
+        llm_requests: The LLM's accounting of every request of the call (``prompt_tokens``,
+            ``cached_tokens``, ``speculative``), when the bench could read it.
+        slot: The call's position in the run's set of calls (a script may come twice).
+        outcomes: One per scripted utterance: its answer, false cut-offs, talk-overs.
     """
 
     config: str
@@ -52,6 +58,27 @@ class CallResult:
     error: str | None = None
     wall_s: float = 0.0
     llm_requests: list[dict[str, Any]] = field(default_factory=list)
+    slot: int = 0
+    outcomes: list[TurnOutcome] = field(default_factory=list)
+
+
+def caller_spans(call: BenchCall, timeline: CallerTimeline) -> list[UtteranceSpan]:
+    """The caller's utterances as played, with the script's speech end and pauses placed."""
+    spans = []
+    started = timeline.utterance_started
+    for i, at in enumerate(started):
+        end_ms = call.speech_end_ms[i] if i < len(call.speech_end_ms) else 0
+        pauses = call.pauses_ms[i] if i < len(call.pauses_ms) else ()
+        spans.append(
+            UtteranceSpan(
+                index=i,
+                started=at,
+                speech_end=at + end_ms / 1000.0,
+                pauses=tuple((at + a / 1000.0, at + b / 1000.0) for a, b in pauses),
+                next_started=started[i + 1] if i + 1 < len(started) else None,
+            )
+        )
+    return spans
 
 
 async def run_call(
@@ -60,6 +87,7 @@ async def run_call(
     endpoints: Endpoints,
     *,
     repeat: int = 0,
+    slot: int = 0,
     timeout_s: float | None = None,
 ) -> CallResult:
     """Run one call at real-time pace through ``config``'s pipeline.
@@ -69,20 +97,24 @@ async def run_call(
         config: The pipeline configuration.
         endpoints: Where the providers listen.
         repeat: Repetition index, recorded in the result.
+        slot: The call's position in the run's set of calls, recorded in the result.
         timeout_s: Give up on the call after this long (s); defaults to a bound derived
-            from the call's length.
+            from the call's length and the caller's patience.
 
     Returns:
         The call's result; a pipeline error is recorded in it, not raised.
     """
-    result = CallResult(config=config.name, call=call.id, repeat=repeat)
+    result = CallResult(config=config.name, call=call.id, repeat=repeat, slot=slot)
     audio_s = sum(len(u) for u in call.utterances) / 2 / call.sample_rate
-    timeout_s = timeout_s or 30.0 + 4 * audio_s + 15.0 * len(call.utterances)
+    timeout_s = timeout_s or 30.0 + 4 * audio_s + 2 * call.patience_s * len(call.utterances)
     started = time.monotonic()
     ttfa = TTFAObserver()
     errors: list[str] = []
+    transport = None
     try:
-        transport = CallerTransport(call.utterances, sample_rate=call.sample_rate)
+        transport = CallerTransport(
+            call.utterances, sample_rate=call.sample_rate, reply_timeout_s=call.patience_s
+        )
         spec = build_spec(call, endpoints)
         config.customize(spec)
         pipeline = assemble(spec, transport)
@@ -128,13 +160,25 @@ async def run_call(
         logger.exception(f"bench call {call.id} ({config.name}) failed")
         errors.append(f"{type(e).__name__}: {e}")
     ttfa.close()
-    for turn in ttfa.turns:
-        turn.extra.setdefault("label", f"{call.id} #{turn.turn}")
-    result.turns = ttfa.turns
-    result.unanswered = len(ttfa.unanswered)
+    timeline = transport.timeline if transport is not None else CallerTimeline()
+    outcomes = match_turns(caller_spans(call, timeline), ttfa.turns, timeline.bot_started)
+    played = len(outcomes)
+    outcomes += [TurnOutcome(i) for i in range(played, len(call.utterances))]
+    for outcome in outcomes:
+        outcome.deliberate_pause = _paused(call, outcome.index)
+        if outcome.record is not None:
+            outcome.record.extra.setdefault("label", f"{call.id} #{outcome.index}")
+    result.outcomes = outcomes
+    result.turns = [o.record for o in outcomes if o.record is not None]
+    result.unanswered = sum(1 for o in outcomes if o.record is None)
     result.error = "; ".join(dict.fromkeys(errors)) or None
     result.wall_s = time.monotonic() - started
     return result
+
+
+def _paused(call: BenchCall, index: int) -> bool:
+    """Whether the call's utterance ``index`` pauses mid-utterance on purpose."""
+    return index < len(call.pauses_ms) and bool(call.pauses_ms[index])
 
 
 BetweenCalls = Callable[[BenchConfig, BenchCall, int], Awaitable[None]]
@@ -167,11 +211,11 @@ async def run_interleaved(
     """
     results = []
     for repeat in range(repeats):
-        for call in calls:
+        for slot, call in enumerate(calls):
             for config in configs:
                 if before_call is not None:
                     await before_call(config, call, repeat)
-                result = await run_call(call, config, endpoints, repeat=repeat)
+                result = await run_call(call, config, endpoints, repeat=repeat, slot=slot)
                 if after_call is not None:
                     await after_call(result)
                 results.append(result)
@@ -180,38 +224,55 @@ async def run_interleaved(
     return results
 
 
+def turn_rows(results: Sequence[CallResult]) -> list[dict[str, Any]]:
+    """One JSON row per scripted utterance per call: its answer (if any) and its pauses.
+
+    Rows of unanswered turns carry ``ttfa_ms: None``; ``turn`` is the scripted utterance.
+    """
+    rows = []
+    for r in results:
+        for o in r.outcomes:
+            row: dict[str, Any] = {
+                "config": r.config,
+                "call": r.call,
+                "slot": r.slot,
+                "repeat": r.repeat,
+            }
+            if o.record is not None:
+                row.update(o.record.to_dict())
+            else:
+                row.update({"turn": o.index, "ttfa_ms": None, "stages_ms": {}})
+            row.update(
+                turn=o.index,
+                answered=o.answered,
+                deliberate_pause=o.deliberate_pause,
+                false_cutoffs=o.false_cutoffs,
+                talked_over=o.talked_over,
+            )
+            rows.append(row)
+    return rows
+
+
 def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> dict[str, Any]:
     """The bench's JSON report.
 
     Returns:
-        ``{"baseline", "configs", "turns": [{"config", "call", "turn", "ttfa_ms",
-        "stages_ms", "prompt_tokens", "cached_tokens", ...}], "summary": {config:
-        {"ttfa_p50_ms", "ttfa_p95_ms", "n_turns", "n_unanswered"}}, "ratios": {config:
-        {"p50", "p95"}}, "errors": [...], **meta}``.
+        ``{"baseline", "configs", "turns": [one row per scripted turn per configuration:
+        {"config", "call", "slot", "repeat", "turn", "answered", "ttfa_ms", "stages_ms",
+        "prompt_tokens", "cached_tokens", "deliberate_pause", "false_cutoffs",
+        "talked_over", ...}], "paired": <paired_summary>, "ratios": {config: {"p50",
+        "p95"}} (over the turns every configuration answered), "summary": {config:
+        {"ttfa_p50_ms", "ttfa_p95_ms", "n_turns", "n_unanswered"}} (each configuration's own
+        answered turns without a deliberate pause, for reference), "false_cutoffs":
+        {config: n}, "talked_over": {config: n}, "prefill_compute", "errors", **meta}``.
     """
     configs = list(dict.fromkeys(r.config for r in results))
-    turns = [
-        {"config": r.config, "call": r.call, "repeat": r.repeat, **t.to_dict()}
-        for r in results
-        for t in r.turns
-    ]
+    rows = turn_rows(results)
+    paired = paired_summary(rows, configs, baseline)
     summary = {}
     for config in configs:
-        mine = [r for r in results if r.config == config]
-        values: list[float | None] = [t.ttfa_ms for r in mine for t in r.turns]
-        values += [None] * sum(r.unanswered for r in mine)
-        summary[config] = summarize(values)
-    ratios = {}
-    base = summary.get(baseline, {})
-    for config, s in summary.items():
-        ratios[config] = {
-            q: (
-                round(s[f"ttfa_{q}_ms"] / base[f"ttfa_{q}_ms"], 3)
-                if s.get(f"ttfa_{q}_ms") and base.get(f"ttfa_{q}_ms")
-                else None
-            )
-            for q in ("p50", "p95")
-        }
+        mine = [t for t in rows if t["config"] == config and not t["deliberate_pause"]]
+        summary[config] = summarize([t["ttfa_ms"] for t in mine])
     errors = [
         {"config": r.config, "call": r.call, "repeat": r.repeat, "error": r.error}
         for r in results
@@ -222,20 +283,30 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         "baseline": baseline,
         "configs": configs,
         **meta,
-        "turns": turns,
+        "turns": rows,
+        "paired": paired,
+        "ratios": paired["ratios"],
         "summary": summary,
-        "ratios": ratios,
+        "false_cutoffs": paired["paused"]["false_cutoffs"],
+        "talked_over": {
+            c: sum(t["talked_over"] for t in rows if t["config"] == c) for c in configs
+        },
         "prefill_compute": compute,
         "errors": errors,
     }
 
 
 def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, Any]:
-    """What each configuration made the LLM provider prefill, from the emulator's records.
+    """What each configuration made the LLM prefill, from the provider's own records.
+
+    Each record is one request as the provider (the emulator, or the engine's log) saw it:
+    ``prompt_tokens``, ``cached_tokens`` (read from the prefix cache) and ``speculative``
+    (a prefill-only request: ``max_tokens`` 1 on the emulator, one decoded token in the
+    engine's log).
 
     Returns:
-        Per configuration: ``requests``, ``speculative_requests`` (``max_tokens=1`` prefills),
-        ``prompt_tokens``, ``computed_tokens`` (prompt tokens not served from the cache, i.e.
+        Per configuration: ``requests``, ``speculative_requests``, ``prompt_tokens``,
+        ``cached_tokens``, ``computed_tokens`` (prompt tokens not served from the cache, i.e.
         prefill work), and ``extra_compute_pct`` relative to the baseline's computed tokens
         over the same calls. Empty when no records were collected.
     """
@@ -244,11 +315,14 @@ def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, A
         records = [q for r in results if r.config == config for q in r.llm_requests]
         if not records:
             continue
+        prompt = sum(q["prompt_tokens"] for q in records)
+        cached = sum(q["cached_tokens"] for q in records)
         out[config] = {
             "requests": len(records),
-            "speculative_requests": sum(1 for q in records if q.get("max_tokens") == 1),
-            "prompt_tokens": sum(q["prompt_tokens"] for q in records),
-            "computed_tokens": sum(q["prompt_tokens"] - q["cached_tokens"] for q in records),
+            "speculative_requests": sum(1 for q in records if is_speculative(q)),
+            "prompt_tokens": prompt,
+            "cached_tokens": cached,
+            "computed_tokens": prompt - cached,
         }
     base = out.get(baseline, {}).get("computed_tokens")
     for stats in out.values():
@@ -256,6 +330,13 @@ def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, A
             round(100.0 * (stats["computed_tokens"] - base) / base, 1) if base else None
         )
     return out
+
+
+def is_speculative(record: dict[str, Any]) -> bool:
+    """Whether a provider record is a prefill-only request (see :func:`prefill_compute`)."""
+    if "speculative" in record:
+        return bool(record["speculative"])
+    return record.get("max_tokens") == 1
 
 
 async def warm_up(endpoints: Endpoints) -> None:

@@ -6,6 +6,12 @@ microphone does, so VAD and STT see real gaps), and waits for the bot's reply to
 before the caller speaks again. Its output consumes the bot's audio at real-time pace, like a
 sound card, so ``BotStartedSpeakingFrame`` marks the first audio leaving the transport and
 replies take as long to play as they would on a call.
+
+The caller plays each utterance to its end whatever the bot does (a mid-utterance pause is in
+the audio itself), then waits for bot audio: a reply that is already playing when it finishes,
+or one that starts later, up to its patience (``reply_timeout_s``). Every bot audio start and
+stop is recorded in :class:`CallerTimeline`, so the bench can tell a reply from bot audio that
+started while the caller was still talking (see :mod:`pipecat_fast.bench.pairing`).
 """
 
 from __future__ import annotations
@@ -34,12 +40,26 @@ CHUNK_MS = 20
 
 @dataclass
 class CallerTimeline:
-    """What the caller did and heard (s, epoch), for tests and reports."""
+    """What the caller did and heard (s, epoch), for tests and reports.
+
+    Attributes:
+        utterance_started: When each utterance's audio started playing.
+        utterance_ended: When each utterance's audio finished playing.
+        reply_started: When the caller heard the reply to each utterance start (bot audio
+            already playing when the utterance ended counts from that moment); None when
+            none came within the caller's patience.
+        reply_ended: When that reply stopped; None if it did not.
+        bot_started: Every bot audio start the caller heard, in order.
+        bot_stopped: Every bot audio stop the caller heard, in order.
+        audio_out_ms: Bot audio played in all (ms).
+    """
 
     utterance_started: list[float] = field(default_factory=list)
     utterance_ended: list[float] = field(default_factory=list)
     reply_started: list[float | None] = field(default_factory=list)
     reply_ended: list[float | None] = field(default_factory=list)
+    bot_started: list[float] = field(default_factory=list)
+    bot_stopped: list[float] = field(default_factory=list)
     audio_out_ms: float = 0.0
 
 
@@ -50,8 +70,9 @@ class _CallerInput(BaseInputTransport):
         super().__init__(params)
         self._caller = owner
         self._caller_task: asyncio.Task | None = None
-        self._caller_reply_started = asyncio.Event()
-        self._caller_reply_ended = asyncio.Event()
+        self._caller_reply_started = asyncio.Event()  # set while bot audio plays
+        self._caller_reply_ended = asyncio.Event()  # set while it does not
+        self._caller_reply_ended.set()
 
     async def start(self, frame: StartFrame):
         """Start streaming once the pipeline has started."""
@@ -79,8 +100,12 @@ class _CallerInput(BaseInputTransport):
         """Watch the bot's speaking frames coming back upstream."""
         if direction == FrameDirection.UPSTREAM:
             if isinstance(frame, BotStartedSpeakingFrame):
+                self._caller.timeline.bot_started.append(time.time())
+                self._caller_reply_ended.clear()
                 self._caller_reply_started.set()
             elif isinstance(frame, BotStoppedSpeakingFrame):
+                self._caller.timeline.bot_stopped.append(time.time())
+                self._caller_reply_started.clear()
                 self._caller_reply_ended.set()
         await super().process_frame(frame, direction)
 
@@ -109,11 +134,11 @@ class _CallerInput(BaseInputTransport):
         timeline = caller.timeline
         await play(silence * int(caller.lead_silence_s * 1000 / CHUNK_MS))
         for index, pcm in enumerate(caller.utterances):
-            self._caller_reply_started.clear()
-            self._caller_reply_ended.clear()
             timeline.utterance_started.append(time.time())
             await play(pcm)
             timeline.utterance_ended.append(time.time())
+            # Bot audio still playing now is what the caller hears as the reply; bot audio
+            # that started and stopped while the caller talked was not one.
             started = await play_silence_until(self._caller_reply_started, caller.reply_timeout_s)
             timeline.reply_started.append(time.time() if started else None)
             if not started:
@@ -163,7 +188,8 @@ class CallerTransport(BaseTransport):
         lead_silence_s: Silence before the first utterance (s).
         reply_gap_s: Silence between the end of the bot's reply and the caller's next
             utterance (s).
-        reply_timeout_s: How long the caller waits for a reply to start, then to end (s).
+        reply_timeout_s: The caller's patience: how long it waits for a reply to start, then
+            to end (s). A reply that starts later is talked over by the next utterance.
         params: Transport parameters; audio in and out are enabled.
 
     Attributes:

@@ -159,9 +159,16 @@ class OnsetDetector:
 class _Session:
     """One connection: audio clock, script position and pending results."""
 
-    def __init__(self, emulator: DeepgramEmulator, script: Sequence[ScriptedUtterance], rate: int):
+    def __init__(
+        self,
+        emulator: DeepgramEmulator,
+        script: Sequence[ScriptedUtterance],
+        rate: int,
+        where: str = "",
+    ):
         self.emulator = emulator
         self.script = script
+        self.where = where  # which script, for log lines: "tag 'x'" or why the default
         self.detector = OnsetDetector(rate)
         self.request_id = str(uuid.uuid4())
         self.index = -1  # utterance being heard
@@ -182,7 +189,11 @@ class _Session:
             at, text, is_final = self.events.pop(0)
             if is_final:
                 self._send_final(at, finalize=False)
-            else:
+                continue
+            # After a Finalize, interims carry only the words no final has covered yet, as
+            # Deepgram's do (a finalized word is never sent again).
+            text = " ".join(text.split()[self.finalized_words :])
+            if text:
                 self._send(at, text, is_final=False, delay_ms=INTERIM_PROCESSING_MS)
 
     def on_finalize(self) -> None:
@@ -200,7 +211,7 @@ class _Session:
         if self.index >= len(self.script):
             logger.warning(
                 f"DeepgramEmulator: speech at {onset:.2f}s beyond the {len(self.script)} "
-                "scripted utterances; not transcribed"
+                f"scripted utterances of {self.where}; not transcribed"
             )
             self.busy_until = float("inf")
             return
@@ -335,9 +346,17 @@ class DeepgramEmulator(WebSocketEmulator):
         query = parse_qs(urlsplit(connection.request.path).query)
         tag = query.get("tag", [""])[0]
         script = self.scripts.get(tag, self.default_script)
-        if tag and tag not in self.scripts:
-            logger.warning(f"DeepgramEmulator: no script for tag {tag!r}; using the default")
-        session = _Session(self, script, int(query["sample_rate"][0]))
+        where = f"tag {tag!r}"
+        if tag not in self.scripts:
+            known = ", ".join(repr(t) for t in self.scripts) or "none"
+            why = f"no script for tag {tag!r}" if tag else "the connection has no tag"
+            where = (
+                f"the default script ({why}: set DeepgramSTTService(tag=...) to one of the "
+                f"scripted tags: {known})"
+            )
+            if self.scripts or not self.default_script:
+                logger.warning(f"DeepgramEmulator: {why}; using the default script")
+        session = _Session(self, script, int(query["sample_rate"][0]), where)
         sender = asyncio.create_task(self._sender(connection, session))
         try:
             async for message in connection:

@@ -28,6 +28,13 @@ from pipecat_fast.bench.calls import (
     tools_schema,
 )
 from pipecat_fast.bench.knowledge import money, monthly_payment, patient_share
+from pipecat_fast.bench.smart_turn import (
+    FIXTURE_MIN_P,
+    SILENCE_MS,
+    VERDICT_P,
+    SmartTurnProbe,
+    SmartTurnUnavailable,
+)
 from pipecat_fast.tokens import count_tokens
 
 CALLS = load_calls()
@@ -64,8 +71,11 @@ def test_timings_match_the_audio(call_id, turn):
     duration_ms = len(samples) * 1000 // rate
     assert duration_ms == turn.audio_duration_ms
     assert 0 < turn.speech_start_ms < turn.speech_end_ms < duration_ms
-    assert 1500 <= turn.speech_end_ms - turn.speech_start_ms <= 4000  # utterances of 1.5-4 s
+    paused_ms = sum(p.end_ms - p.start_ms for p in turn.pauses)
+    assert 1500 <= turn.speech_end_ms - turn.speech_start_ms - paused_ms <= 5000  # 1.5-5 s
     ms = rate // 1000
+    for pause in turn.pauses:  # each pause is silence, between the words it says it is
+        assert _db(samples[(pause.start_ms + 10) * ms : (pause.end_ms - 10) * ms]) < -60
     before = samples[: (turn.speech_start_ms - 10) * ms]
     after = samples[(turn.speech_end_ms + 10) * ms :]
     span = samples[turn.speech_start_ms * ms : turn.speech_end_ms * ms]
@@ -91,58 +101,100 @@ def test_audio_is_small_and_fits_a_short_call():
 
 
 # --- end of turn: Pipecat's default Smart Turn v3 must judge each caller's turn complete -------
+#
+# An "incomplete" verdict at a turn's real end makes the stock pipeline wait up to 3 s of silence
+# (SmartTurnParams.stop_secs) before it answers, which swamps the latency under test; a verdict
+# near 0.5 would make different machines measure different turns. Smart Turn v3 is int8 ONNX and
+# its probabilities move between CPUs (emulated AVX2 vs this machine's AVX-512: see
+# docs/results/smart_turn_spread.json), so the fixtures keep every complete turn at
+# p >= FIXTURE_MIN_P (0.8) where they are made and every test asks only for the verdict (0.5):
+# never a recorded float.
 
-# "Perfect. Do I need to bring anything?" pauses mid-turn on purpose and is exempt. Every other
-# turn must be judged complete: an incomplete verdict makes the stock pipeline wait up to 3 s of
-# silence (SmartTurnParams.stop_secs) before it answers, which swamps the latency under test.
-DELIBERATE_PAUSE = {("book_cleaning", 3)}
-SILENCE_MS = 200  # Silero VAD's default stop_secs: the silence Smart Turn sees after the speech
+PAUSES = [(c, t, j, p) for c, t in TURNS for j, p in enumerate(t.pauses)]
+CLEAR_OF_VERDICT = FIXTURE_MIN_P - VERDICT_P  # 0.3
+
+
+def test_the_calls_script_a_few_deliberate_pauses():
+    # The end-of-turn work's false cut-off measure needs callers who stop mid-utterance.
+    paused = [(c, t.index) for c, t in TURNS if t.deliberate_pause]
+    assert 3 <= len(paused) <= len(TURNS) // 3
+    assert len({c for c, _ in paused}) >= 3  # in several calls, voices and languages
+    for _, turn in TURNS:
+        for pause in turn.pauses:
+            assert pause.end_ms - pause.start_ms >= pause.ms >= 800  # a real hesitation
+    # Pauses Smart Turn takes for an end of turn and pauses it holds are both represented.
+    verdicts = [p.smart_turn_v3_probability for *_, p in PAUSES]
+    assert any(v >= FIXTURE_MIN_P for v in verdicts)
+    assert any(v <= 1 - FIXTURE_MIN_P for v in verdicts)
+
+
+def test_recorded_verdicts_keep_a_margin_no_cpu_crosses():
+    for call_id, turn in TURNS:
+        assert turn.smart_turn_v3_probability >= FIXTURE_MIN_P, (call_id, turn.index)
+    for call_id, turn, j, pause in PAUSES:
+        # A pause's verdict decides whether stock Pipecat cuts the caller off: keep it clear.
+        assert abs(pause.smart_turn_v3_probability - VERDICT_P) >= CLEAR_OF_VERDICT, (
+            call_id,
+            turn.index,
+            j,
+        )
 
 
 @pytest.fixture(scope="module")
-def smart_turn():
-    """Pipecat's own LocalSmartTurnAnalyzerV3 with its bundled model, at 16 kHz."""
+def probe():
+    """Pipecat's own LocalSmartTurnAnalyzerV3 with its bundled model, asked as the pipeline asks."""
     pytest.importorskip("onnxruntime", reason="Smart Turn v3 runs on onnxruntime")
     try:
-        from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
-
-        analyzer = LocalSmartTurnAnalyzerV3(sample_rate=SAMPLE_RATE)
-    except Exception as e:  # the model file or a dependency is missing
-        pytest.skip(f"Pipecat's Smart Turn v3 model is unavailable: {e!r}")
-    analyzer.set_sample_rate(SAMPLE_RATE)
+        analyzer = SmartTurnProbe()
+    except SmartTurnUnavailable as e:
+        pytest.skip(str(e))
     yield analyzer
-    asyncio.run(analyzer.cleanup())
-
-
-async def _p_complete(analyzer, pcm: bytes, silence_ms: int) -> float:
-    """Ask the analyzer as the pipeline does: speech, then silence, then analyze_end_of_turn."""
-    analyzer.clear()
-    analyzer.append_audio(pcm, is_speech=True)
-    if silence_ms:
-        analyzer.append_audio(b"\x00\x00" * (SAMPLE_RATE * silence_ms // 1000), is_speech=False)
-    _state, metrics = await analyzer.analyze_end_of_turn()
-    analyzer.clear()
-    return metrics.probability
+    asyncio.run(analyzer.close())
 
 
 @pytest.mark.parametrize("call_id,turn", TURNS, ids=[f"{c}-{t.index}" for c, t in TURNS])
-async def test_recorded_smart_turn_verdict_is_this_files(smart_turn, call_id, turn):
+async def test_smart_turn_judges_every_turn_complete(probe, call_id, turn):
     pcm, _ = read_pcm(turn.audio_path)
-    p = await _p_complete(smart_turn, pcm, SILENCE_MS)
-    assert turn.smart_turn_v3_probability == pytest.approx(p, abs=0.01)
-
-
-COMPLETE_TURNS = [(c, t) for c, t in TURNS if (c, t.index) not in DELIBERATE_PAUSE]
+    # As the pipeline asks (after the VAD's stop window), and with a VAD that stops 100 ms
+    # later: the verdict must not hinge on the exact moment either.
+    assert await probe.p_complete(pcm, SILENCE_MS) >= VERDICT_P
+    assert await probe.p_complete(pcm, SILENCE_MS + 100) >= VERDICT_P
 
 
 @pytest.mark.parametrize(
-    "call_id,turn", COMPLETE_TURNS, ids=[f"{c}-{t.index}" for c, t in COMPLETE_TURNS]
+    "call_id,turn,j,pause", PAUSES, ids=[f"{c}-{t.index}-{j}" for c, t, j, _ in PAUSES]
 )
-async def test_smart_turn_judges_every_turn_complete(smart_turn, call_id, turn):
+async def test_smart_turn_verdict_at_each_pause_is_the_recorded_one(probe, call_id, turn, j, pause):
     pcm, _ = read_pcm(turn.audio_path)
-    # As the pipeline asks (after the VAD's stop window) and with only the file's own 150 ms tail.
-    assert await _p_complete(smart_turn, pcm, SILENCE_MS) >= 0.5
-    assert await _p_complete(smart_turn, pcm, 0) >= 0.5
+    p = await probe.p_complete(pcm[: pause.start_ms * SAMPLE_RATE // 1000 * 2], SILENCE_MS)
+    assert (p >= VERDICT_P) == (pause.smart_turn_v3_probability >= VERDICT_P)
+
+
+async def test_verdicts_hold_when_onnxruntime_runs_other_kernels():
+    # Graph optimisations off: onnxruntime runs the unfused int8 graph (other kernels, other
+    # rounding), as another CPU would. Every verdict stays; the probabilities do move, so this
+    # is a real kernel change and not the same computation twice.
+    pytest.importorskip("onnxruntime", reason="Smart Turn v3 runs on onnxruntime")
+    try:
+        base, other = SmartTurnProbe(), SmartTurnProbe("graph-opt-off")
+    except SmartTurnUnavailable as e:
+        pytest.skip(str(e))
+    moved = 0.0
+    try:
+        for _, turn in TURNS:
+            pcm, _ = read_pcm(turn.audio_path)
+            a = await base.p_complete(pcm, SILENCE_MS)
+            b = await other.p_complete(pcm, SILENCE_MS)
+            assert b >= VERDICT_P, turn
+            moved = max(moved, abs(a - b))
+            for pause in turn.pauses:
+                cut = pcm[: pause.start_ms * SAMPLE_RATE // 1000 * 2]
+                c = await other.p_complete(cut, SILENCE_MS)
+                assert (c >= VERDICT_P) == (pause.smart_turn_v3_probability >= VERDICT_P)
+    finally:
+        await base.close()
+        await other.close()
+    assert moved > 1e-4
 
 
 def test_every_user_text_maps_to_its_reply():
@@ -298,6 +350,9 @@ def _set(value, *keys):
     return change
 
 
+PAUSE0 = "turns[3].user.pauses[0]."
+
+
 @pytest.mark.parametrize(
     "change,field",
     [
@@ -324,6 +379,14 @@ def _set(value, *keys):
             _set({"p": 0.9}, "turns", 1, "user", "smart_turn_v3"),
             "turns[1].user.smart_turn_v3.probability",
         ),
+        (_set(9, "turns", 3, "user", "pauses", 0, "after_word"), PAUSE0 + "after_word"),
+        (_set(6, "turns", 3, "user", "pauses", 0, "after_word"), PAUSE0 + "after_word"),
+        (_set(150, "turns", 3, "user", "pauses", 0, "ms"), PAUSE0 + "ms"),
+        (_set(9_000, "turns", 3, "user", "pauses", 0, "ms"), PAUSE0 + "end_ms"),
+        (_set(700, "turns", 3, "user", "pauses", 0, "start_ms"), PAUSE0 + "start_ms"),
+        (_del("turns", 3, "user", "pauses", 0, "end_ms"), PAUSE0 + "end_ms"),
+        (_set(["x"], "turns", 3, "user", "pauses"), "turns[3].user.pauses[0]"),
+        (_set({"after_word": 0}, "turns", 3, "user", "pauses"), "turns[3].user.pauses"),
         (_set("prompts/missing.md", "system_prompt"), "system_prompt"),
         (_set("tools/missing.json", "tools"), "tools"),
     ],

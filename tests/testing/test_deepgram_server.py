@@ -90,6 +90,15 @@ async def test_finalize_mid_utterance_finalizes_the_words_heard_so_far():
     finals = [f.text for f in down if isinstance(f, TranscriptionFrame)]
     assert len(finals) == 2
     assert " ".join(finals).split() == utterance.text.split()
+    # After the Finalize, interims carry only words no final has covered, as Deepgram's do: an
+    # interim repeating "Please move my" would read as the caller speaking again.
+    texts = [f for f in down if isinstance(f, InterimTranscriptionFrame | TranscriptionFrame)]
+    first_final = next(i for i, f in enumerate(texts) if isinstance(f, TranscriptionFrame))
+    rest = finals[1].split()
+    later = [
+        f.text.split() for f in texts[first_final + 1 :] if not isinstance(f, TranscriptionFrame)
+    ]
+    assert later and all(words == rest[: len(words)] for words in later)
 
 
 async def test_scripted_revising_partials_are_replayed_in_order():
@@ -191,3 +200,23 @@ def test_interim_events_grow_word_by_word_and_skip_repeats():
     texts = [t for _, t in events]
     assert texts[-1] in ("one two three four", "one two three four five")
     assert len(set(texts)) == len(texts)
+
+
+async def test_a_service_without_tag_is_told_the_tag_is_missing_and_which_exist():
+    from loguru import logger
+
+    utterance, audio = scripted("Cancel my appointment please.")
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING")
+    try:
+        async with DeepgramEmulator(FAST, scripts={"book_cleaning": [utterance]}) as emulator:
+            untagged = DeepgramSTTService(api_key="test-key", base_url=emulator.base_url)
+            frames = [*audio_frames(silence(0.2) + audio + silence(0.4)), SleepFrame(0.3)]
+            await run_test(untagged, frames_to_send=frames)
+    finally:
+        logger.remove(sink)
+    beyond = [line for line in lines if "not transcribed" in line]
+    assert beyond, lines
+    assert "the connection has no tag" in beyond[0] and "'book_cleaning'" in beyond[0]
+    assert "DeepgramSTTService(tag=...)" in beyond[0]
+    assert not emulator.results or all(not r.transcript for r in emulator.results)
