@@ -12,8 +12,8 @@ may insert processors into the lever slots, change service settings, or add obse
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipecat.audio.vad.silero import SileroVADAnalyzer
@@ -71,6 +71,17 @@ class BenchCall:
     speech_end_ms: list[int] = field(default_factory=list)
     pauses_ms: list[tuple[tuple[int, int], ...]] = field(default_factory=list)
     patience_s: float = 15.0
+
+    def only(self, indices: Sequence[int]) -> BenchCall:
+        """The same call with only the utterances ``indices``, in that order."""
+        pick = list(indices)
+        return replace(
+            self,
+            utterances=[self.utterances[i] for i in pick],
+            stt_script=[self.stt_script[i] for i in pick],
+            speech_end_ms=[self.speech_end_ms[i] for i in pick] if self.speech_end_ms else [],
+            pauses_ms=[self.pauses_ms[i] for i in pick] if self.pauses_ms else [],
+        )
 
 
 @dataclass

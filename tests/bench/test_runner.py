@@ -20,10 +20,8 @@ from pipecat_fast.ttfa import MARKS, TurnRecord
 
 
 def short_call(turns=2):
-    call = bench_calls(ids=["reschedule"])[0]
-    call.utterances = call.utterances[:turns]
-    call.stt_script = call.stt_script[:turns]
-    return call
+    # reschedule's turns 0 and 2 (turn 1 pauses mid-utterance on purpose).
+    return bench_calls(ids=["reschedule"])[0].only([0, 2][:turns])
 
 
 def stack_for(call, profile=SAME_REGION):
@@ -144,17 +142,20 @@ def test_configs_are_looked_up_by_name_with_a_clear_error():
         register(BenchConfig("stock", "dup", lambda spec: None))
 
 
-def _with_longer_pause(call, k, extra_ms):
-    """Utterance ``k`` alone, its deliberate pause made ``extra_ms`` longer."""
-    ((a, b),) = call.pauses_ms[k]
-    at = (a + b) // 2 * 32  # byte offset (16 kHz, 16-bit)
-    pcm = call.utterances[k]
-    call.utterances = [pcm[:at] + b"\x00" * (extra_ms * 32) + pcm[at:]]
-    onset_ms = 150
-    shift = lambda t: t + (extra_ms / 1000 if t * 1000 + onset_ms > (a + b) / 2 else 0)  # noqa: E731
-    words = [(w.text, shift(w.start_s), shift(w.end_s)) for w in call.stt_script[k].words]
-    call.stt_script = [utterance_from_words(call.stt_script[k].text, words)]
-    call.speech_end_ms = [call.speech_end_ms[k] + extra_ms]
+def _with_longer_pause(call, extra_ms):
+    """A one-utterance call whose deliberate pause is made ``extra_ms`` longer."""
+    ((a, b),) = call.pauses_ms[0]
+    mid_ms = (a + b) // 2
+    pcm = call.utterances[0]
+    call.utterances = [pcm[: mid_ms * 32] + b"\x00" * (extra_ms * 32) + pcm[mid_ms * 32 :]]
+    onset_s = 0.150  # word times are relative to the speech onset
+
+    def shift(t):
+        return t + (extra_ms / 1000 if t + onset_s > mid_ms / 1000 else 0)
+
+    words = [(w.text, shift(w.start_s), shift(w.end_s)) for w in call.stt_script[0].words]
+    call.stt_script = [utterance_from_words(call.stt_script[0].text, words)]
+    call.speech_end_ms = [call.speech_end_ms[0] + extra_ms]
     call.pauses_ms = [((a, b + extra_ms),)]
     return call
 
@@ -163,7 +164,7 @@ def _with_longer_pause(call, k, extra_ms):
 async def test_a_pause_taken_for_an_end_of_turn_is_a_false_cutoff_and_the_real_end_answered():
     # "Perfect. [pause] Do I need to bring anything?": Smart Turn v3 takes the pause for an end
     # (p 0.97). Made 5.3 s long, the stock pipeline answers inside it even on a loaded machine.
-    call = _with_longer_pause(bench_calls(ids=["book_cleaning"])[0], 3, 4000)
+    call = _with_longer_pause(bench_calls(ids=["book_cleaning"])[0].only([3]), 4000)
     async with stack_for(call) as stack:
         result = await run_call(call, CONFIGS["stock"], Endpoints(**stack.urls()))
     assert result.error is None
