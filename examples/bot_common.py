@@ -1,10 +1,14 @@
 """The voice agent both example bots run: stock Pipecat plus every pipecat-fast lever.
 
 Set DEEPGRAM_API_KEY, OPENAI_API_KEY and CARTESIA_API_KEY (and optionally CARTESIA_VOICE_ID).
-Each lever is one line; remove it and the bot still works (every lever fails open).
+Each lever is one line and fails open: remove one and the bot still works. Two depend on
+another: SpeculativePrefill acts only on TwoUpdateStabilizer's stable words (it warns once if it
+sees none), and DraftAndHoldUserTurnStopStrategy drafts from the final transcript or, sooner,
+from those stable words.
 """
 
 import os
+from importlib.resources import files
 
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame
@@ -28,12 +32,13 @@ from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy, SpeculativePr
 from pipecat_fast.stabilizer import TwoUpdateStabilizer
 from pipecat_fast.ttfa import TTFAObserver
 
-# Static instructions first, per-call details last: the prefix stays byte-identical across
-# calls and turns, so the provider's prompt cache can serve it (see `pipecat-fast lint`).
+# A real-sized receptionist prompt (the bench's, ~3,200 tokens). Prompt caching, and so the
+# speculative prefill, needs at least 1,024 tokens on OpenAI: with a shorter prompt
+# SpeculativePrefill says so at start-up and sends nothing. Static instructions come first and
+# per-call details (none here) would go last, so the prefix stays byte-identical from turn to
+# turn of a call and the provider's cache serves it.
 SYSTEM_PROMPT = (
-    "You are Maya, the phone receptionist of a dental clinic. Speak in short, friendly "
-    "sentences without lists or markdown; they are read aloud. Help callers book, move or "
-    "cancel visits and answer questions about the clinic."
+    files("pipecat_fast.bench").joinpath("data/prompts/dental_receptionist.md").read_text("utf-8")
 )
 
 
@@ -45,7 +50,9 @@ async def run_bot(transport: BaseTransport, *, call_id: str, handle_sigint: bool
         settings=OpenAILLMService.Settings(
             model="gpt-4.1-mini",
             system_instruction=SYSTEM_PROMPT,
-            # A per-call key keeps this call's prefix together on OpenAI's cache routing.
+            # OpenAI's prompt-caching guide: reuse one prompt_cache_key for requests that share
+            # a long prefix. Every turn of this call shares the prompt and the history so far,
+            # so the key is the call's id.
             extra={"prompt_cache_key": call_id},
         ),
     )

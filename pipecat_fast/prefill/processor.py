@@ -31,6 +31,7 @@ from pipecat.frames.frames import (
     Frame,
     LLMContextFrame,
     MetricsFrame,
+    StartFrame,
     UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
@@ -158,6 +159,7 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_user_turn_ended = False
         self._prefill_ttfb: float | None = None
         self._prefill_hooked = False
+        self._prefill_startup_task: asyncio.Task | None = None
         self.turns: list[TurnAccount] = []
         self._prefill_explain_provider()
         if llm is not None:
@@ -195,7 +197,9 @@ class SpeculativePrefill(FrameProcessor):
         await self.push_frame(frame, direction)
         planner = self._prefill_planner
         now = time.monotonic()
-        if isinstance(frame, StableTranscriptFrame):
+        if isinstance(frame, StartFrame):
+            self._prefill_startup_task = self.create_task(self._check_startup(), "prefill-check")
+        elif isinstance(frame, StableTranscriptFrame):
             self._prefill_saw_stable = True
             await self._on_stable(frame)
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
@@ -222,6 +226,9 @@ class SpeculativePrefill(FrameProcessor):
         """Cancel a prefill still in flight (no leaked task); close the last turn's account."""
         await super().cleanup()
         await self._cancel_prefill()
+        startup, self._prefill_startup_task = self._prefill_startup_task, None
+        if startup is not None and not startup.done():
+            await self.cancel_task(startup)
         if self._prefill_hooked and self._prefill_llm is not None:
             remove_inline_frame_hooks(self._prefill_llm, before_push=self._prefill_on_llm_push)
             self._prefill_hooked = False
@@ -236,6 +243,18 @@ class SpeculativePrefill(FrameProcessor):
         if key not in self._prefill_warned:
             self._prefill_warned.add(key)
             logger.warning(f"{self}: {message}")
+
+    async def _check_startup(self) -> None:
+        """At start-up: say at once if the prompt is too small for any prefill to be cached."""
+        try:
+            tokens = await self._estimate_tokens("")
+        except Exception as e:  # fail open: the first stable update tries again
+            logger.debug(f"{self}: could not size the prompt at start-up ({e})")
+            return
+        finally:
+            self._prefill_startup_task = None
+        if self.config.cacheable(tokens) == 0:
+            self._explain_skip(Skip.BELOW_MINIMUM, tokens)
 
     def _check_stabiliser(self, context: LLMContext) -> None:
         if self._prefill_saw_stable or "no-stabiliser" in self._prefill_warned:
@@ -261,10 +280,10 @@ class SpeculativePrefill(FrameProcessor):
             floor = max(config.min_prompt_tokens or 0, config.block_tokens or 1)
             self._warn_once(
                 "below-minimum",
-                f"the prefill prompt is ~{tokens} tokens, below {provider}'s minimum cacheable "
-                f"prefix ({floor} tokens), so no prefill is sent: it could not be cached. If "
-                "your provider caches shorter prompts, set "
-                "config=PrefillConfig(min_prompt_tokens=N).",
+                f"the prompt the LLM is sent is ~{tokens} tokens, below {provider}'s minimum "
+                f"cacheable prefix ({floor} tokens), so no prefill is sent until it grows past "
+                "that: a shorter prompt cannot be cached. If your provider caches shorter "
+                "prompts, set config=PrefillConfig(min_prompt_tokens=N).",
             )
         elif reason is Skip.NOT_CACHING:
             self._warn_once(

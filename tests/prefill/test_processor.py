@@ -327,6 +327,17 @@ async def test_below_the_provider_minimum_no_prefill_is_sent_and_the_fix_is_name
     assert "PrefillConfig(min_prompt_tokens=N)" in warning
 
 
+async def test_a_prompt_too_small_to_cache_is_reported_at_start_up(log_lines):
+    async with OpenAIEmulator(FAST) as emulator:
+        llm = llm_for(emulator, system="Be brief.")
+        prefill = SpeculativePrefill(llm, context=LLMContext())
+        started = Until(lambda: any("minimum cacheable" in m for m in log_lines), what="warned")
+        await run(prefill, llm, started)  # no caller turn at all
+    [warning] = [m for m in log_lines if "minimum cacheable prefix" in m]
+    # "Be brief." (3 tokens) + an empty user message, each with 3 + 1 framing, + 3 to prime.
+    assert "is ~14 tokens, below openai's minimum cacheable prefix (1024 tokens)" in warning
+
+
 async def test_an_unknown_provider_that_caches_nothing_gets_a_warning_and_no_more(log_lines):
     """The trial: five prefills of ~350 tokens, none cached, no word. Now two, then a warning."""
     async with OpenAIEmulator(FAST) as emulator:  # caches from 1,024 tokens only
