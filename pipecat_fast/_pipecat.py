@@ -123,6 +123,32 @@ STOP_STRATEGY_EVENTS = (
 all run inline (``sync=True``). A strategy that wraps another re-emits each of them."""
 
 
+def listen_to_stop_strategy(
+    strategy: Any,
+    *,
+    on_push_frame: Any,
+    on_broadcast_frame: Any,
+    on_inference_triggered: Any,
+    on_speculation_cancelled: Any,
+    on_stopped: Any,
+) -> None:
+    """Attach a handler to each of a stop strategy's :data:`STOP_STRATEGY_EVENTS`.
+
+    Handlers get Pipecat's arguments: ``(strategy, frame, direction)``,
+    ``(strategy, frame_cls, **kwargs)``, ``(strategy, speculation)``, ``(strategy)`` and
+    ``(strategy, params)`` (a ``UserTurnStoppedParams``).
+    """
+    handlers = (
+        on_push_frame,
+        on_broadcast_frame,
+        on_inference_triggered,
+        on_speculation_cancelled,
+        on_stopped,
+    )
+    for name, handler in zip(STOP_STRATEGY_EVENTS, handlers, strict=True):
+        strategy.add_event_handler(name, handler)
+
+
 # -- frame hooks ----------------------------------------------------------------------------
 
 FRAME_HOOK_EVENTS = ("on_before_process_frame", "on_after_process_frame", "on_before_push_frame")

@@ -51,6 +51,7 @@ from pipecat.turns.user_stop.base_user_turn_stop_strategy import (
 )
 from pipecat.turns.user_stop.eager_match_policy import EagerMatchPolicy
 
+from pipecat_fast._pipecat import listen_to_stop_strategy
 from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
 from pipecat_fast.prefill.draft_core import (
     Confirm,
@@ -146,17 +147,16 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
         self._draft_core = DraftHold(
             match=policy.matches, max_drafts=max_drafts_per_turn, use_stable_words=use_stable_words
         )
-        # Every event of the wrapped strategy (``_pipecat.STOP_STRATEGY_EVENTS``) comes back
-        # out of this one, through the public triggers, after the core has had its say.
-        handlers = {
-            "on_push_frame": self._on_inner_push,
-            "on_broadcast_frame": self._on_inner_broadcast,
-            "on_user_turn_inference_triggered": self._on_inner_inference,
-            "on_user_turn_speculation_cancelled": self._on_inner_withdrawal,
-            "on_user_turn_stopped": self._on_inner_stopped,
-        }
-        for name, handler in handlers.items():
-            inner.add_event_handler(name, handler)
+        # Every event of the wrapped strategy comes back out of this one, through the public
+        # triggers, after the core has had its say.
+        listen_to_stop_strategy(
+            inner,
+            on_push_frame=self._on_inner_push,
+            on_broadcast_frame=self._on_inner_broadcast,
+            on_inference_triggered=self._on_inner_inference,
+            on_speculation_cancelled=self._on_inner_withdrawal,
+            on_stopped=self._on_inner_stopped,
+        )
 
     @property
     def inner(self) -> BaseUserTurnStopStrategy:

@@ -34,6 +34,7 @@ from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnSto
 from pipecat.turns.user_stop.eager_match_policy import ExactMatch, NormalizedMatch
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
+from pipecat_fast._pipecat import STOP_STRATEGY_EVENTS
 from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
 from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy, TranscriptMatch
 from pipecat_fast.testing.openai_server import OpenAIEmulator
@@ -287,13 +288,7 @@ async def test_every_event_of_the_wrapped_strategy_comes_out_of_the_wrapper():
     inner = ConfirmOnEndOfTurn()
     draft = DraftAndHoldUserTurnStopStrategy(inner, match_policy=ExactMatch())
     heard = []
-    for name in (
-        "on_push_frame",
-        "on_broadcast_frame",
-        "on_user_turn_inference_triggered",
-        "on_user_turn_speculation_cancelled",
-        "on_user_turn_stopped",
-    ):
+    for name in STOP_STRATEGY_EVENTS:
         draft.add_event_handler(name, lambda source, *a, _n=name, **k: heard.append((_n, source)))
     await inner.push_frame(EndOfTurn())
     await inner.broadcast_frame(EndOfTurn)
