@@ -499,3 +499,43 @@ def connection_is_open(connection: Any) -> bool:
     from websockets.protocol import State
 
     return getattr(connection, "state", None) is State.OPEN
+
+# --- TTS word timing and synthesis order (barge-in truncation) -----------------------------------
+#
+# Pipecat turns a TTS's word times (seconds from the start of an audio context's audio) into
+# the PTS of word-level ``TTSTextFrame``s: ``WordTimestampTracker.start`` takes as baseline
+# ``max(last word PTS, clock time)`` when the context's first audio is pushed, and each word's
+# PTS is ``baseline + seconds`` (``WordTimestampTracker.pts``). The last word PTS is reset by
+# an interruption. These two functions undo that, so a lever can read word times back off
+# the frames.
+
+
+def word_timing_baseline(last_word_pts: int, now_ns: int) -> int:
+    """The PTS Pipecat counts an audio context's word times from (ns).
+
+    Args:
+        last_word_pts: PTS of the last word frame pushed since the last interruption (0 if
+            none).
+        now_ns: Pipecat's clock when the context's first audio (or first timed word) left
+            the TTS.
+    """
+    return max(int(last_word_pts), int(now_ns))
+
+
+def word_start_s(pts: int, baseline_ns: int) -> float:
+    """A word frame's start in its audio context's audio (s), from its PTS and baseline."""
+    return (int(pts) - int(baseline_ns)) / 1e9
+
+
+def tts_synthesizes_sequentially(service: Any) -> bool:
+    """Whether a TTS speaks one sentence at a time with its text frame after its audio.
+
+    Pipecat's HTTP TTS services (a ``TTSService`` that is not a ``WebsocketService``) yield
+    a sentence's audio inline from ``run_tts`` and queue its ``TTSTextFrame`` after it;
+    WebSocket services send the text and queue its frame at once, and their audio arrives
+    later from a receive task, for everything sent in the audio context together.
+    """
+    from pipecat.services.tts_service import TTSService
+    from pipecat.services.websocket_service import WebsocketService
+
+    return isinstance(service, TTSService) and not isinstance(service, WebsocketService)
