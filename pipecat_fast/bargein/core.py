@@ -474,13 +474,18 @@ class PlaybackLedger:
         return Fate(heard.text, heard.complete, final)
 
     def _interrupted_contexts(self) -> list[_Context]:
-        """The contexts an interruption seen by the transport now cuts off, in order."""
-        seen_before = self._epoch > self._cleared_epoch
-        return [
-            ctx
-            for ctx in self._contexts.values()
-            if not seen_before or ctx.epoch < self._epoch or ctx.played_s > 0
-        ]
+        """The contexts the interruption the transport is handling now cuts off, in order.
+
+        The n-th interruption out of the transport cuts every context opened before the
+        n-th one into it (the side before the transport counts them as epochs), and any
+        context that was playing.
+        """
+        n = self._cleared_epoch + 1
+        return [ctx for ctx in self._contexts.values() if ctx.epoch < n or ctx.played_s > 0]
+
+    def interrupted_keys(self) -> set[int]:
+        """Keys of the pieces an interruption seen by the transport now cuts off."""
+        return {p.key for ctx in self._interrupted_contexts() for p in ctx.pieces}
 
     def unheld_parts(self, held: set[int], playout_delay_s: float = 0.0) -> list[Part]:
         """Heard text of the interrupted contexts' pieces not in ``held``, in order.
@@ -530,12 +535,12 @@ class PlaybackLedger:
     def interrupted(self) -> None:
         """The transport was interrupted: every context sent before the interruption is over.
 
-        Contexts opened after the side before the transport saw the interruption (a new
-        reply already on its way) are kept.
+        Contexts opened after the side before the transport saw the same interruption (a
+        new reply already on its way) are kept.
         """
         for ctx in self._interrupted_contexts():
             for p in ctx.pieces:
                 self._by_key.pop(p.key, None)
             del self._contexts[ctx.context_id]
-        self._cleared_epoch = self._epoch
+        self._cleared_epoch += 1
         self._playing = None

@@ -33,6 +33,7 @@ from pipecat.frames.frames import (
     EndFrame,
     Frame,
     InterruptionFrame,
+    LLMFullResponseEndFrame,
     StartFrame,
     SystemFrame,
     TTSAudioRawFrame,
@@ -262,6 +263,7 @@ class _AfterOutput(FrameProcessor):
         self._bargein_fence_count = 0
         self._bargein_warned_unknown = False
         self._bargein_watching: FrameProcessor | None = None
+        self._bargein_reply_words = 0  # words of the reply in progress already released
 
     # -- timing -------------------------------------------------------------------------------
 
@@ -340,7 +342,7 @@ class _AfterOutput(FrameProcessor):
                 self._bargein_held.append(_Held(frame, known))
                 await self._bargein_release()
             else:
-                await self.push_frame(frame, direction)
+                await self._bargein_pass(frame)
 
     async def _bargein_release(self, *, final: bool = False) -> None:
         """Pass on held frames from the front whose text's fate is settled."""
@@ -366,10 +368,17 @@ class _AfterOutput(FrameProcessor):
                         await self.push_frame(_text_like(held.frame, fate.text))
                     else:
                         logger.debug(f"{self}: dropping unheard text {held.frame.text!r}")
+                    self._bargein_reply_words += len(word_spans(fate.text))
                 else:
                     self._bargein_held.popleft()
-                    await self.push_frame(held.frame)
+                    await self._bargein_pass(held.frame)
             ledger.forget(released)
+
+    async def _bargein_pass(self, frame: Frame) -> None:
+        """Push a frame that is not held text; the end of a reply closes its word count."""
+        if isinstance(frame, LLMFullResponseEndFrame):
+            self._bargein_reply_words = 0
+        await self.push_frame(frame)
 
     async def _bargein_interrupt(self, frame: InterruptionFrame) -> None:
         """Commit what was heard, then let the interruption through."""
@@ -381,75 +390,81 @@ class _AfterOutput(FrameProcessor):
                 logger.warning(f"{self}: committing the heard text failed: {e}")
             finally:
                 self._bargein.ledger.interrupted()
-                self._bargein_held.clear()
                 self._bargein_interrupting = False
         await self._bargein_cancel_timer()
         await self.push_frame(frame, FrameDirection.DOWNSTREAM)
 
     async def _bargein_commit_heard(self) -> None:
+        """Push the heard part of the interrupted reply (and its function calls)."""
         ledger = self._bargein.ledger
         delay = self._bargein_remaining_delay()
+        cut_off = ledger.interrupted_keys()
+        held = list(self._bargein_held)
+        # Text of a reply sent after the interruption stays held, with what follows it.
+        split = next(
+            (i for i, h in enumerate(held) if h.known and h.frame.id not in cut_off), len(held)
+        )
+        self._bargein_held = deque(held[split:])
         out: list[Frame] = []
-        cut = False
         committed: list[tuple[str, bool]] = []
         sent_words = 0
+        cut = False
         held_keys = set()
-        for held in self._bargein_held:
-            f = held.frame
-            if held.known:
+        for h in held[:split]:
+            f = h.frame
+            if h.known:
                 held_keys.add(f.id)
                 sent_words += len(word_spans(f.text))
             if cut:
                 if not f.interruptible and not _spoken_text(f):
-                    out.append(f)
+                    out.append(f)  # function calls and results must reach the context
                 continue
-            if held.known:
-                fate = ledger.fate(f.id, delay)
-                if fate.complete:
-                    out.append(f)
-                    committed.append((f.text, f.includes_inter_frame_spaces))
-                else:
-                    cut = True
-                    if fate.text:
-                        out.append(_text_like(f, fate.text))
-                        committed.append((fate.text, f.includes_inter_frame_spaces))
-            else:
+            if not h.known:
                 out.append(f)
-        if not cut:
-            # Text still inside the transport (an HTTP TTS's sentence is announced before
-            # its audio but its text frame comes after it) or announced only.
-            for part in ledger.unheld_parts(held_keys, delay):
-                sent_words += part.words_sent
-                if part.text and not cut:
-                    frame = TTSTextFrame(part.text, text_type="sentence")
-                    frame.includes_inter_frame_spaces = part.includes_spaces
-                    out.append(frame)
-                    committed.append((part.text, part.includes_spaces))
-                cut = cut or not part.complete
-        else:
-            sent_words += sum(p.words_sent for p in ledger.unheld_parts(held_keys, delay))
+                continue
+            fate = ledger.fate(f.id, delay)
+            if fate.complete:
+                out.append(f)
+                committed.append((f.text, f.includes_inter_frame_spaces))
+            else:
+                cut = True
+                if fate.text:
+                    out.append(_text_like(f, fate.text))
+                    committed.append((fate.text, f.includes_inter_frame_spaces))
+        # Text still inside the transport (an HTTP TTS's sentence frame follows its audio),
+        # or a sentence known only by its announcement.
+        for part in ledger.unheld_parts(held_keys, delay):
+            sent_words += part.words_sent
+            if part.text and not cut:
+                frame = TTSTextFrame(part.text, text_type="sentence")
+                frame.includes_inter_frame_spaces = part.includes_spaces
+                out.append(frame)
+                committed.append((part.text, part.includes_spaces))
+            cut = cut or not part.complete
         text = concatenate_aggregated_text(
             [TextPartForConcatenation(t, includes_inter_part_spaces=s) for t, s in committed]
         )
-        marked = bool(text and self._bargein.marker and (cut or sent_words > 0))
+        reply_words = self._bargein_reply_words + len(word_spans(text))
+        marked = bool(self._bargein.marker and cut and reply_words)
         if marked:
             marker = TTSTextFrame(self._bargein.marker, text_type="marker")
-            marker.includes_inter_frame_spaces = False
             out.append(marker)
         for f in out:
             await self.push_frame(f)
         if out:
             await self._bargein_fence()
-        reply = TruncatedReply(
-            text=text,
-            words_committed=len(word_spans(text)),
-            words_sent=max(sent_words, len(word_spans(text))),
-            playout_delay_s=delay,
-            marked=marked,
-        )
-        if reply.words_sent:
+        sent_total = self._bargein_reply_words + sent_words
+        if sent_total and cut:
+            reply = TruncatedReply(
+                text=text,
+                words_committed=reply_words,
+                words_sent=max(sent_total, reply_words),
+                playout_delay_s=delay,
+                marked=marked,
+            )
             await self._bargein._report(reply)
             await self.push_frame(TTFAAnnotationFrame(fields={"bargein": reply.to_dict()}))
+        self._bargein_reply_words = 0
 
     # -- fence ---------------------------------------------------------------------------------
 

@@ -69,7 +69,8 @@ def audio_frames(seconds: float, context_id: str | None = None) -> list[TTSAudio
     """Silence-free stand-in audio of ``seconds``, in 20 ms frames."""
     n = round(seconds / FRAME_S)
     samples = int(RATE * FRAME_S)
-    return [TTSAudioRawFrame(b"\x01\x00" * samples, RATE, 1, context_id=context_id) for _ in range(n)]
+    pcm = b"\x01\x00" * samples
+    return [TTSAudioRawFrame(pcm, RATE, 1, context_id=context_id) for _ in range(n)]
 
 
 def speech_seconds(text: str) -> float:
@@ -119,6 +120,7 @@ async def run_reply(
     truncator: BargeInTruncator | None = None,
     head: Sequence[FrameProcessor] = (),
     after_interruption: Sequence[Frame] = (),
+    resumes: bool = True,
     context: LLMContext | None = None,
     timeout_s: float = 10.0,
 ) -> Outcome:
@@ -126,7 +128,8 @@ async def run_reply(
 
     With ``stop_after_s``, the caller barges in once that much audio is written; without,
     the reply plays to the end. ``after_interruption`` frames follow the interruption (a
-    reply that resumes).
+    reply that resumes; ``resumes=False`` when they end no assistant turn). With
+    ``stop_after_s=None`` and no frames, the interruption comes at once.
     """
     truncator = truncator or BargeInTruncator(playout_delay_s=0.0)
     context = context or LLMContext()
@@ -154,7 +157,9 @@ async def run_reply(
     running = asyncio.create_task(runner.run())
     try:
         await worker.queue_frames(list(frames))
-        if stop_after_s is not None:
+        if not frames:
+            await worker.queue_frames([InterruptionFrame(), *after_interruption])
+        elif stop_after_s is not None:
             await asyncio.wait_for(transport.reached.wait(), timeout_s)
             await worker.queue_frame(InterruptionFrame())
             await asyncio.wait_for(stopped.wait(), timeout_s)
@@ -162,7 +167,8 @@ async def run_reply(
             if after_interruption:
                 stopped.clear()
                 await worker.queue_frames(list(after_interruption))
-                await asyncio.wait_for(stopped.wait(), timeout_s)
+                if resumes:
+                    await asyncio.wait_for(stopped.wait(), timeout_s)
         else:
             await asyncio.wait_for(stopped.wait(), timeout_s)
         await worker.queue_frame(EndFrame())
