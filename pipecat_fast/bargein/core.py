@@ -26,17 +26,20 @@ import regex
 
 Unit = Literal["chars", "syllables"]
 
-SECONDS_PER_CHAR = 1.0 / 15.0
-"""Fallback speaking rate while a text's audio is still arriving: ~15 letters/s is ~165 words
-per minute of English (conversational speech runs 150-170 wpm). Replaced by the rate measured
-on the call's own completed audio as soon as there is some."""
+SECONDS_PER_CHAR = 0.085
+"""Fallback speaking rate while a text's audio is still arriving, in seconds per letter or
+digit: conversational English runs ~165 words per minute with ~4.2 letters a word, ~11.5
+letters/s (our assumption). Replaced by the rate measured on the call's own completed audio
+as soon as there is some."""
 
 SECONDS_PER_SYLLABLE = 0.2
-"""The same rate in syllables (English averages ~1.4 syllables per word at ~3.4 words/s)."""
+"""The same rate in syllables (~1.4 syllables a word at ~2.75 words/s: 0.26 s; TTS voices
+for agents run faster, ~0.2 s)."""
 
-PAUSE_UNITS = {",": 1.0, ";": 1.5, ":": 1.5, ".": 2.5, "!": 2.5, "?": 2.5}
-"""Pause after a word ending in this punctuation, in speech units (characters; scaled for
-syllables). Also the CJK and Devanagari equivalents via :data:`_PUNCT_ALIASES`."""
+PAUSE_UNITS = {",": 2.0, ";": 3.0, ":": 3.0, ".": 4.0, "!": 4.0, "?": 4.0}
+"""Pause after a word ending in this punctuation, in speech units (letters; scaled for
+syllables): ~0.17 s after a comma, ~0.34 s after a sentence at the fallback rate. Also the CJK
+and Devanagari equivalents via :data:`_PUNCT_ALIASES`."""
 
 _PUNCT_ALIASES = {"，": ",", "、": ",", "；": ";", "：": ":", "。": ".", "！": "!", "？": "?",
                   "।": ".", "॥": ".", "؟": "?", "…": "."}  # fmt: skip
@@ -199,6 +202,7 @@ class _Piece:
     end_pos_s: float | None = None  # sequential sentences: audio position when it ended
     segment: int | None = None
     includes_spaces: bool = False
+    committed: bool = False  # passed on to the context already (kept for the spans)
 
 
 @dataclass
@@ -485,7 +489,9 @@ class PlaybackLedger:
 
     def interrupted_keys(self) -> set[int]:
         """Keys of the pieces an interruption seen by the transport now cuts off."""
-        return {p.key for ctx in self._interrupted_contexts() for p in ctx.pieces}
+        return {
+            p.key for ctx in self._interrupted_contexts() for p in ctx.pieces if not p.committed
+        }
 
     def unheld_parts(self, held: set[int], playout_delay_s: float = 0.0) -> list[Part]:
         """Heard text of the interrupted contexts' pieces not in ``held``, in order.
@@ -498,7 +504,7 @@ class PlaybackLedger:
         for ctx in self._interrupted_contexts():
             heard = self._heard_in(ctx, playout_delay_s)
             for p in ctx.pieces:
-                if p.key in held:
+                if p.key in held or p.committed:
                     continue
                 h = heard.get(p.key, Heard(0, len(word_spans(p.text)), ""))
                 parts.append(Part(p.key, h.text, h.complete, p.includes_spaces, h.total))
@@ -527,9 +533,12 @@ class PlaybackLedger:
         for key in keys:
             ctx = self._by_key.pop(key, None)
             if ctx is not None:
-                ctx.pieces = [p for p in ctx.pieces if p.key != key]
+                for p in ctx.pieces:
+                    if p.key == key:
+                        p.committed = True
         for cid, ctx in list(self._contexts.items()):
-            if ctx.played_out and not ctx.pieces and not ctx.announced:
+            done = all(p.committed for p in ctx.pieces)
+            if ctx.played_out and done and not ctx.announced:
                 del self._contexts[cid]
 
     def interrupted(self) -> None:
