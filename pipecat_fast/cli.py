@@ -37,6 +37,10 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "pipecat_fast.bench.evals.overhead",
         "CPU each lever adds per frame, against a no-op (interleaved, medians)",
     ),
+    "bargein": (
+        "pipecat_fast.bench.evals.bargein",
+        "barge-in truncation: words committed vs heard, timestamps vs estimate vs stock",
+    ),
 }
 
 

@@ -161,9 +161,7 @@ def heard_prefix(
     if word_starts is not None:
         if len(word_starts) != n:
             raise ValueError(f"word_starts has {len(word_starts)} times for {n} words")
-        ends = list(word_starts[1:])
-        last = word_starts[-1] + speech_units(words[-1], unit) * rate
-        ends.append(audio_s if audio_s is not None else last)
+        ends = _timed_word_ends(words, list(word_starts), audio_s, rate, unit)
     else:
         units = [speech_units(w, unit) for w in words]
         pauses = [pause_units(w, unit) for w in words]
@@ -180,6 +178,39 @@ def heard_prefix(
     while k < n and ends[k] <= heard_s + 1e-9:
         k += 1
     return Heard(k, n, text[: spans[k - 1][1]] if k else "")
+
+
+WORD_END_MARGIN = 1.1
+"""A timed word before a pause is taken to end once its units at the voice's own rate, plus
+10 %, have been said (never later than the next word's start)."""
+
+
+def _timed_word_ends(
+    words: list[str], starts: list[float], audio_s: float | None, rate: float, unit: Unit
+) -> list[float]:
+    """Where each timed word ends, from the TTS's start times (Pipecat keeps no end times).
+
+    A word straight before the next ends where that one starts. One before a pause (its
+    punctuation) or the last one ends after its units at the voice's rate, measured on this
+    text's unpunctuated words (start to next start per unit), with :data:`WORD_END_MARGIN`.
+    """
+    n = len(words)
+    units = [speech_units(w, unit) for w in words]
+    pauses = [pause_units(w, unit) for w in words]
+    rates = sorted(
+        (starts[i + 1] - starts[i]) / units[i]
+        for i in range(n - 1)
+        if pauses[i] == 0 and starts[i + 1] > starts[i]
+    )
+    voice = rates[len(rates) // 2] if rates else rate
+    ends = []
+    for i in range(n):
+        natural = starts[i] + units[i] * voice * WORD_END_MARGIN
+        if i + 1 < n:
+            ends.append(starts[i + 1] if pauses[i] == 0 else min(starts[i + 1], natural))
+        else:
+            ends.append(min(audio_s, natural) if audio_s is not None else natural)
+    return ends
 
 
 # --- The ledger ---------------------------------------------------------------------------------

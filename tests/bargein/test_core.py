@@ -231,7 +231,7 @@ def test_ledger_sequential_sentences_have_their_own_spans():
     assert ledger.fate(1).complete
     parts = ledger.unheld_parts({1})
     assert [p.text for p in parts] == [""]
-    ledger.written(0.35)  # "Shall" ends 5 of its ~15.5 units (~1.03 s at the rate) in
+    ledger.written(5 * SECONDS_PER_CHAR + 0.01)  # "Shall": 5 letters at the fallback rate
     (part,) = ledger.unheld_parts({1})
     assert part.text == "Shall" and not part.complete and part.words_sent == 3
 

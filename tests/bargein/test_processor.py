@@ -11,16 +11,10 @@ from pipecat.frames.frames import (
     TTSStoppedFrame,
     TTSTextFrame,
 )
-from pipecat.processors.frame_processor import FrameProcessor
 
 from pipecat_fast.bargein import BargeInTruncator
-from tests.bargein.harness import (
-    audio_frames,
-    run_reply,
-    speech_seconds,
-    word_end,
-    ws_reply,
-)
+from pipecat_fast.bench.evals.bargein import StockPipecat, run_reply
+from tests.bargein.harness import audio_frames, speech_seconds, word_end, ws_reply
 
 COUNT = ", ".join(str(i) for i in range(1, 21)) + "."
 TOTAL = "Your total is 42 dollars."
@@ -45,7 +39,7 @@ async def test_stock_aggregation_without_the_lever_keeps_all_twenty():
     out = await run_reply(
         ws_reply([COUNT]),
         stop_after_s=word_end(COUNT, 4) + 0.05,
-        truncator=_Passthrough(),
+        truncator=StockPipecat(),
     )
     assert len(words(out.assistant_texts[0])) == 20
 
@@ -199,23 +193,3 @@ async def test_a_tts_socket_that_dies_with_text_queued_commits_none_of_it():
 def test_bad_playout_delay_is_an_error(delay):
     with pytest.raises(ValueError):
         BargeInTruncator(playout_delay_s=delay)
-
-
-class _Pass(FrameProcessor):
-    async def process_frame(self, frame, direction):
-        await super().process_frame(frame, direction)
-        await self.push_frame(frame, direction)
-
-
-class _Passthrough:
-    """Stand-in for the lever: two processors that only pass frames on (stock Pipecat)."""
-
-    def __init__(self):
-        self.truncations = []
-        self._a, self._b = _Pass(), _Pass()
-
-    def before_output(self):
-        return self._a
-
-    def after_output(self):
-        return self._b

@@ -5,8 +5,14 @@ import pytest
 from pipecat.services.tts_service import TextAggregationMode
 
 from pipecat_fast.bargein import BargeInTruncator
-from tests.bargein.harness import run_reply
-from tests.bargein.services import KINDS, emulators, heard_truth, llm_reply, word_diff
+from pipecat_fast.bench.evals.bargein import (
+    KINDS,
+    emulators,
+    heard_truth,
+    llm_reply,
+    run_reply,
+    word_diff,
+)
 
 REPLY = (
     "Your total is 42 dollars. Shall I proceed with the booking for Friday morning? "
