@@ -500,6 +500,7 @@ def connection_is_open(connection: Any) -> bool:
 
     return getattr(connection, "state", None) is State.OPEN
 
+
 # --- TTS word timing and synthesis order (barge-in truncation) -----------------------------------
 #
 # Pipecat turns a TTS's word times (seconds from the start of an audio context's audio) into

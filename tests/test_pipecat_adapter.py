@@ -306,3 +306,60 @@ def test_tts_identity_and_hook_install():
     assert "_websocket_connect" in vars(cartesia)
     _pipecat.remove_connect_hook(cartesia)
     assert "_websocket_connect" not in vars(cartesia)
+
+
+# -- barge-in: word timing and synthesis order ----------------------------------------------------
+
+
+def test_word_timestamp_tracker_baseline_and_pts_are_what_the_adapter_undoes():
+    from pipecat.utils.context.word_timestamp_tracker import WordTimestampTracker
+
+    tracker = WordTimestampTracker()
+    tracker.last_pts = 5_000_000_000
+    tracker.start(3_000_000_000)  # the clock is behind the last word: the baseline waits
+    baseline = _pipecat.word_timing_baseline(5_000_000_000, 3_000_000_000)
+    pts = tracker.pts(1.25)
+    require(pts == baseline + 1_250_000_000, "WordTimestampTracker baseline/pts", "word_start_s")
+    assert _pipecat.word_start_s(pts, baseline) == pytest.approx(1.25)
+    fresh = WordTimestampTracker()
+    fresh.start(7_000_000_000)
+    require(
+        fresh.pts(0.5) == _pipecat.word_timing_baseline(0, 7_000_000_000) + 500_000_000,
+        "WordTimestampTracker.start(now) baseline",
+        "word_timing_baseline",
+    )
+
+
+def test_tts_service_resets_the_last_word_pts_on_an_interruption():
+    import pipecat.services.tts_service as tts_module
+
+    source = inspect.getsource(tts_module.TTSService._interrupt_audio_contexts)
+    flat = "".join(c for c in source if not c.isspace() and c not in "()")
+    require(
+        "last_pts=self._word_timestamp_tracker.uninterruptible_last_pts" in flat,
+        "TTSService resets the word-timing baseline on an interruption",
+        "word_timing_baseline (the before-output side resets its copy)",
+    )
+
+
+def test_http_tts_services_synthesize_sequentially_and_websocket_ones_do_not():
+    import aiohttp
+    from pipecat.services.cartesia.tts import CartesiaTTSService
+    from pipecat.services.deepgram.tts import DeepgramHttpTTSService, DeepgramTTSService
+
+    ws = DeepgramTTSService(api_key="k")
+    cartesia = CartesiaTTSService(api_key="k", settings=CartesiaTTSService.Settings(voice="v"))
+    http = DeepgramHttpTTSService(api_key="k", aiohttp_session=aiohttp.ClientSession.__new__(
+        aiohttp.ClientSession))  # fmt: skip
+    assert not _pipecat.tts_synthesizes_sequentially(ws)
+    assert not _pipecat.tts_synthesizes_sequentially(cartesia)
+    assert _pipecat.tts_synthesizes_sequentially(http)
+    assert not _pipecat.tts_synthesizes_sequentially(FrameProcessor())
+    import pipecat.services.tts_service as tts_module
+
+    push = inspect.getsource(tts_module.TTSService._speak_text)
+    require(
+        push.index("_synthesize_text") < push.index("_push_spoken_text"),
+        "TTSService queues a sentence's text frame after run_tts has yielded its audio",
+        "tts_synthesizes_sequentially",
+    )

@@ -46,12 +46,13 @@ from pipecat.utils.base_object import BaseObject
 from pipecat.utils.string import TextPartForConcatenation, concatenate_aggregated_text
 
 from pipecat_fast._pipecat import (
+    add_inline_frame_hooks,
     tts_synthesizes_sequentially,
     word_start_s,
     word_timing_baseline,
 )
 from pipecat_fast.bargein.core import PlaybackLedger, Unit, word_spans
-from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
+from pipecat_fast.frames import TTFAAnnotationFrame
 
 DEFAULT_PLAYOUT_DELAY_S = 0.06
 """Audio written but not yet heard: a WebRTC client's jitter buffer holds 20-60 ms (issue
@@ -95,13 +96,12 @@ class TruncatedReply:
     playout_delay_s: float
     marked: bool
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+    def annotation(self) -> dict[str, Any]:
+        """The TTFA meter's per-turn keys (``bargein_*``) for the turn whose reply was cut."""
         return {
-            "words_committed": self.words_committed,
-            "words_sent": self.words_sent,
-            "committed_text": self.text,
-            "playout_delay_s": round(self.playout_delay_s, 3),
+            "bargein_words_committed": self.words_committed,
+            "bargein_words_sent": self.words_sent,
+            "bargein_committed_text": self.text,
         }
 
 
@@ -463,7 +463,7 @@ class _AfterOutput(FrameProcessor):
                 marked=marked,
             )
             await self._bargein._report(reply)
-            await self.push_frame(TTFAAnnotationFrame(fields={"bargein": reply.to_dict()}))
+            await self.push_frame(TTFAAnnotationFrame(fields=reply.annotation()))
         self._bargein_reply_words = 0
 
     # -- fence ---------------------------------------------------------------------------------
@@ -480,7 +480,11 @@ class _AfterOutput(FrameProcessor):
                 if event is not None:
                     event.set()
 
-        nxt.add_event_handler("on_after_process_frame", on_after)
+        try:
+            add_inline_frame_hooks(nxt, after_process=on_after)
+        except RuntimeError as e:  # fail open: no fence, the interruption goes straight on
+            logger.warning(f"{self}: cannot wait for {nxt} to take the heard text ({e})")
+            self._bargein_watching = None
 
     async def _bargein_fence(self) -> None:
         """Wait until the next processor has processed everything pushed so far."""

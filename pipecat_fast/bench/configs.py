@@ -128,6 +128,40 @@ register(
 )
 
 
+# Barge-in: callers who talk over the reply at scripted moments (0.8, 1.4 or 2.0 s into it,
+# turn by turn), with the truncation lever and without it (docs/bargein.md).
+def barge_in_moments(n: int) -> list[float | None]:
+    """When each utterance of an ``n``-utterance call talks over the previous reply (s)."""
+    return [None] + [0.8 + 0.6 * (i % 3) for i in range(n - 1)]
+
+
+def _barge_in_callers(spec: PipelineSpec) -> None:
+    spec.call.barge_in_after_s = barge_in_moments(len(spec.call.utterances))
+
+
+def _bargein(spec: PipelineSpec) -> None:
+    from pipecat_fast.bargein import BargeInTruncator
+
+    _barge_in_callers(spec)
+    spec.barge_in = BargeInTruncator()
+
+
+register(
+    BenchConfig(
+        "stock-bargein",
+        "stock pipeline; the caller talks over replies at scripted moments",
+        _barge_in_callers,
+    )
+)
+register(
+    BenchConfig(
+        "bargein",
+        "barge-in truncation: the context keeps only what the caller heard (same callers)",
+        _bargein,
+    )
+)
+
+
 # Tuning variants: the sweeps that chose the defaults (docs/prefill.md, docs/aggregator.md).
 for _words in (1, 3, 4):
     register(

@@ -59,6 +59,8 @@ class BenchCall:
         patience_s: How long the caller waits for a reply to start before it talks on
             (``CallerTransport(reply_timeout_s=...)``); the engine bench sizes it to the
             engine's measured prefill rate.
+        barge_in_after_s: Per utterance, ``None`` (wait for the previous reply to end) or how
+            long after the previous reply started the caller talks over it (s); empty: never.
     """
 
     id: str
@@ -82,6 +84,8 @@ class BenchCall:
             speech_end_ms=[self.speech_end_ms[i] for i in pick] if self.speech_end_ms else [],
             pauses_ms=[self.pauses_ms[i] for i in pick] if self.pauses_ms else [],
         )
+
+    barge_in_after_s: list[float | None] = field(default_factory=list)
 
 
 @dataclass
@@ -137,6 +141,9 @@ class PipelineSpec:
     between_llm_tts: list[FrameProcessor] = field(default_factory=list)
     observers: list[BaseObserver] = field(default_factory=list)
     on_built: list[Callable[[Pipeline], None]] = field(default_factory=list)
+    barge_in: Any = None
+    """A lever around the output transport with ``before_output()`` / ``after_output()``
+    processors (e.g. ``BargeInTruncator``), or None."""
 
 
 def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:
@@ -179,7 +186,9 @@ def assemble(spec: PipelineSpec, transport: CallerTransport) -> Pipeline:
             spec.llm,
             *spec.between_llm_tts,
             spec.tts,
+            *([spec.barge_in.before_output()] if spec.barge_in is not None else []),
             transport.output(),
+            *([spec.barge_in.after_output()] if spec.barge_in is not None else []),
             aggregators.assistant(),
         ]
     )

@@ -169,6 +169,12 @@ async def _bench(args: argparse.Namespace) -> int:
         },
     )
     console.print(summary_table(report, f"TTFA, {profile.name}, {args.engine}"))
+    for name, stats in report.get("bargein", {}).items():
+        console.print(
+            f"barge-in {name}: {stats['interrupted_turns']} replies talked over, "
+            f"{stats['words_played']} words played, {stats['words_committed']} committed, "
+            f"{stats['kept_unheard']} kept unheard, {stats['heard_lost']} heard but lost"
+        )
     write_json(args.out, report)
     console.print(f"wrote {args.out}")
     return 1 if report["errors"] else 0

@@ -48,6 +48,8 @@ class CallResult:
             ``cached_tokens``, ``speculative``), when the bench could read it.
         slot: The call's position in the run's set of calls (a script may come twice).
         outcomes: One per scripted utterance: its answer, false cut-offs, talk-overs.
+        bargein: Per reply the caller talked over: the words it had played and the words the
+            assistant context kept (see :func:`pipecat_fast.bench.evals.bargein.barge_in_turns`).
     """
 
     config: str
@@ -60,6 +62,7 @@ class CallResult:
     llm_requests: list[dict[str, Any]] = field(default_factory=list)
     slot: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
+    bargein: list[dict[str, Any]] = field(default_factory=list)
 
 
 def caller_spans(call: BenchCall, timeline: CallerTimeline) -> list[UtteranceSpan]:
@@ -111,12 +114,16 @@ async def run_call(
     ttfa = TTFAObserver()
     errors: list[str] = []
     transport = None
+    spec = None
     try:
-        transport = CallerTransport(
-            call.utterances, sample_rate=call.sample_rate, reply_timeout_s=call.patience_s
-        )
         spec = build_spec(call, endpoints)
         config.customize(spec)
+        transport = CallerTransport(
+            call.utterances,
+            sample_rate=call.sample_rate,
+            reply_timeout_s=call.patience_s,
+            barge_in_after_s=spec.call.barge_in_after_s,
+        )
         pipeline = assemble(spec, transport)
         worker = PipelineWorker(
             pipeline,
@@ -171,6 +178,10 @@ async def run_call(
     result.outcomes = outcomes
     result.turns = [o.record for o in outcomes if o.record is not None]
     result.unanswered = sum(1 for o in outcomes if o.record is None)
+    if spec is not None and transport is not None and spec.call.barge_in_after_s:
+        from pipecat_fast.bench.evals.bargein import barge_in_turns
+
+        result.bargein = barge_in_turns(spec.call, spec.context, transport.timeline)
     result.error = "; ".join(dict.fromkeys(errors)) or None
     result.wall_s = time.monotonic() - started
     return result
@@ -279,6 +290,11 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         if r.error
     ]
     compute = prefill_compute(results, baseline)
+    extra = {}
+    if any(r.bargein for r in results):
+        from pipecat_fast.bench.evals.bargein import barge_in_summary
+
+        extra["bargein"] = barge_in_summary(results)
     return {
         "baseline": baseline,
         "configs": configs,
@@ -292,6 +308,7 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
             c: sum(t["talked_over"] for t in rows if t["config"] == c) for c in configs
         },
         "prefill_compute": compute,
+        **extra,
         "errors": errors,
     }
 

@@ -27,6 +27,7 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     Frame,
     InputAudioRawFrame,
+    InterruptionFrame,
     OutputAudioRawFrame,
     StartFrame,
 )
@@ -61,6 +62,11 @@ class CallerTimeline:
     bot_started: list[float] = field(default_factory=list)
     bot_stopped: list[float] = field(default_factory=list)
     audio_out_ms: float = 0.0
+    reply_audio_start_ms: float = 0.0
+    cut_audio_ms: dict[int, float] = field(default_factory=dict)
+    """Reply index (the utterance it answered) to how much of it had played when an
+    interruption reached the output (ms): the replies the caller talked over."""
+    speaking_reply: int | None = None
 
 
 class _CallerInput(BaseInputTransport):
@@ -145,8 +151,18 @@ class _CallerInput(BaseInputTransport):
                 logger.warning(f"{self}: no reply to utterance {index} within the timeout")
                 timeline.reply_ended.append(None)
                 continue
+            timeline.reply_audio_start_ms = timeline.audio_out_ms
+            timeline.speaking_reply = index
+            barge_in = caller.barge_in_after(index + 1)
+            if barge_in is not None:
+                # The caller talks over the reply this long after it started.
+                barged = asyncio.Event()
+                ended = await play_silence_until(barged, barge_in)
+                timeline.reply_ended.append(None)
+                continue
             ended = await play_silence_until(self._caller_reply_ended, caller.reply_timeout_s)
             timeline.reply_ended.append(time.time() if ended else None)
+            timeline.speaking_reply = None
             await play(silence * int(caller.reply_gap_s * 1000 / CHUNK_MS))
         caller.finished.set()
         while True:  # a live line keeps sending silence until hung up
@@ -165,6 +181,16 @@ class _PacedOutput(BaseOutputTransport):
         """Ready to play."""
         await super().start(frame)
         await self.set_transport_ready(frame)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        """Note how much of the reply had played when an interruption cuts it."""
+        if isinstance(frame, InterruptionFrame):
+            timeline = self._caller.timeline
+            reply = timeline.speaking_reply
+            if reply is not None and reply not in timeline.cut_audio_ms:
+                played = timeline.audio_out_ms - timeline.reply_audio_start_ms
+                timeline.cut_audio_ms[reply] = played
+        await super().process_frame(frame, direction)
 
     async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
         """Return once the chunk's turn to play has come (real-time pacing)."""
@@ -190,6 +216,9 @@ class CallerTransport(BaseTransport):
             utterance (s).
         reply_timeout_s: The caller's patience: how long it waits for a reply to start, then
             to end (s). A reply that starts later is talked over by the next utterance.
+        barge_in_after_s: Per utterance, ``None`` to wait for the previous reply to end, or
+            how long after that reply started the caller starts this utterance, talking over
+            it (the first utterance's entry is ignored). Missing entries wait.
         params: Transport parameters; audio in and out are enabled.
 
     Attributes:
@@ -205,6 +234,7 @@ class CallerTransport(BaseTransport):
         lead_silence_s: float = 0.6,
         reply_gap_s: float = 0.6,
         reply_timeout_s: float = 15.0,
+        barge_in_after_s: Sequence[float | None] = (),
         params: TransportParams | None = None,
     ):
         super().__init__()
@@ -213,6 +243,7 @@ class CallerTransport(BaseTransport):
         self.lead_silence_s = lead_silence_s
         self.reply_gap_s = reply_gap_s
         self.reply_timeout_s = reply_timeout_s
+        self.barge_in_after_s = list(barge_in_after_s)
         self.finished = asyncio.Event()
         self.timeline = CallerTimeline()
         self._caller_params = params or TransportParams(
@@ -222,6 +253,12 @@ class CallerTransport(BaseTransport):
         )
         self._caller_input: _CallerInput | None = None
         self._caller_output: _PacedOutput | None = None
+
+    def barge_in_after(self, index: int) -> float | None:
+        """When utterance ``index`` starts over the previous reply (s after it began), if so."""
+        if 0 < index < min(len(self.utterances), len(self.barge_in_after_s)):
+            return self.barge_in_after_s[index]
+        return None
 
     def input(self) -> FrameProcessor:
         """The caller's microphone."""

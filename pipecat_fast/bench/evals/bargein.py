@@ -25,7 +25,7 @@ import contextlib
 import json
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from pipecat_fast.testing.deepgram_tts_server import DeepgramTTSEmulator
 from pipecat_fast.testing.profiles import LatencyProfile
 from pipecat_fast.testing.shared_data import shared_data_dir
 from pipecat_fast.testing.synth import plan_speech
+from pipecat_fast.textnorm import normalize, normalize_words
 
 RATE = 16_000
 
@@ -281,14 +282,88 @@ def heard_truth(words: list[tuple[str, float, float]], played_s: float) -> list[
 
 
 def word_diff(committed: list[str], heard: list[str]) -> tuple[int, int]:
-    """``(kept but never heard, heard but lost)`` between two word lists of one reply."""
-    norm: Callable[[str], str] = lambda w: w.strip(".,!?;:—").lower()  # noqa: E731
-    a = [norm(w) for w in committed if norm(w)]
-    b = [norm(w) for w in heard]
+    """``(kept but never heard, heard but lost)`` between two word lists of one reply.
+
+    Words are compared normalized (:func:`pipecat_fast.textnorm.normalize_words`: case and
+    punctuation aside), along their common prefix.
+    """
+    a = normalize_words(" ".join(committed).replace("—", " "))
+    b = normalize_words(" ".join(heard))
     common = 0
     while common < min(len(a), len(b)) and a[common] == b[common]:
         common += 1
     return len(a) - common, len(b) - common
+
+
+def barge_in_turns(call: Any, context: LLMContext, timeline: Any) -> list[dict[str, Any]]:
+    """Per reply the caller talked over in a bench call: words played vs words kept.
+
+    Args:
+        call: The ``BenchCall`` (its scripted replies, in turn order).
+        context: The call's LLM context after the call.
+        timeline: The caller transport's timeline (``cut_audio_ms``: how much of each reply
+            had played when the interruption reached the output).
+
+    Returns:
+        ``[{"turn", "played_ms", "words_played", "words_committed", "kept_unheard",
+        "heard_lost"}]``; the words played are the scripted reply's words whose audio (the
+        TTS emulator's timing) had ended when it was cut.
+    """
+    messages = [m for m in context.get_messages() if isinstance(m, dict)]
+    out = []
+    for turn, played_ms in sorted(timeline.cut_audio_ms.items()):
+        if turn >= len(call.replies):
+            continue
+        user_text, reply = call.replies[turn]
+        words, _ = plan_speech(reply)
+        played = [w.text for w in words if w.end_s * 1000.0 <= played_ms + 1e-6]
+        committed = _assistant_text_after(messages, user_text).split()
+        kept, lost = word_diff(committed, played)
+        out.append(
+            {
+                "turn": turn,
+                "played_ms": round(played_ms),
+                "words_played": len(normalize_words(" ".join(played))),
+                "words_committed": len(normalize_words(" ".join(committed).replace("—", " "))),
+                "kept_unheard": kept,
+                "heard_lost": lost,
+            }
+        )
+    return out
+
+
+def _assistant_text_after(messages: list[dict], user_text: str) -> str:
+    """The assistant text between the user message saying ``user_text`` and the next one."""
+    want = normalize(user_text)
+    texts, inside = [], False
+    for m in messages:
+        role, content = m.get("role"), m.get("content")
+        if role == "user":
+            if inside:
+                break
+            inside = isinstance(content, str) and normalize(content).endswith(want)
+        elif inside and role == "assistant" and isinstance(content, str):
+            texts.append(content)
+    return " ".join(texts)
+
+
+def barge_in_summary(results: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Per configuration: replies talked over, words played, committed, kept unheard, lost."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if not r.bargein:
+            continue
+        agg = out.setdefault(
+            r.config,
+            {"interrupted_turns": 0, "words_played": 0, "words_committed": 0,
+             "kept_unheard": 0, "heard_lost": 0, "exact_turns": 0},
+        )  # fmt: skip
+        for t in r.bargein:
+            agg["interrupted_turns"] += 1
+            for key in ("words_played", "words_committed", "kept_unheard", "heard_lost"):
+                agg[key] += t[key]
+            agg["exact_turns"] += int(t["kept_unheard"] == 0 and t["heard_lost"] == 0)
+    return out
 
 
 # --- the accuracy suite ---------------------------------------------------------------------------
