@@ -146,6 +146,26 @@ def _bargein(spec: PipelineSpec) -> None:
     spec.barge_in = BargeInTruncator()
 
 
+def _deepgram_tts(spec: PipelineSpec) -> None:
+    """Deepgram's WebSocket TTS (no word timestamps) in place of Cartesia."""
+    from pipecat.services.deepgram.tts import DeepgramTTSService
+
+    url = spec.endpoints.deepgram_tts_url if spec.endpoints is not None else None
+    if not url:
+        raise ValueError("this configuration needs the Deepgram TTS emulator")
+    spec.tts = DeepgramTTSService(api_key=spec.endpoints.tts_api_key, base_url=url)
+
+
+def _stock_bargein_deepgram(spec: PipelineSpec) -> None:
+    _deepgram_tts(spec)
+    _barge_in_callers(spec)
+
+
+def _bargein_deepgram(spec: PipelineSpec) -> None:
+    _deepgram_tts(spec)
+    _bargein(spec)
+
+
 register(
     BenchConfig(
         "stock-bargein",
@@ -158,6 +178,22 @@ register(
         "bargein",
         "barge-in truncation: the context keeps only what the caller heard (same callers)",
         _bargein,
+    )
+)
+
+
+register(
+    BenchConfig(
+        "stock-bargein-deepgram",
+        "stock-bargein on Deepgram's WebSocket TTS (no word timestamps)",
+        _stock_bargein_deepgram,
+    )
+)
+register(
+    BenchConfig(
+        "bargein-deepgram",
+        "bargein on Deepgram's WebSocket TTS: the estimate without word timestamps",
+        _bargein_deepgram,
     )
 )
 

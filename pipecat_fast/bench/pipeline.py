@@ -98,6 +98,7 @@ class Endpoints:
     llm_base_url: str | None
     tts_url: str | None
     stt_base_url: str | None
+    deepgram_tts_url: str | None = None
     llm_model: str = "gpt-4.1-mini"
     llm_settings: dict[str, Any] = field(default_factory=dict)
     tts_voice: str = "emulated-voice"
@@ -141,6 +142,7 @@ class PipelineSpec:
     between_llm_tts: list[FrameProcessor] = field(default_factory=list)
     observers: list[BaseObserver] = field(default_factory=list)
     on_built: list[Callable[[Pipeline], None]] = field(default_factory=list)
+    endpoints: Endpoints | None = None
     barge_in: Any = None
     """A lever around the output transport with ``before_output()`` / ``after_output()``
     processors (e.g. ``BargeInTruncator``), or None."""
@@ -169,7 +171,13 @@ def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:
     )
     user_params = LLMUserAggregatorParams(vad_analyzer=SileroVADAnalyzer())
     return PipelineSpec(
-        call=call, context=context, stt=stt, user_params=user_params, llm=llm, tts=tts
+        call=call,
+        context=context,
+        stt=stt,
+        user_params=user_params,
+        llm=llm,
+        tts=tts,
+        endpoints=endpoints,
     )
 
 

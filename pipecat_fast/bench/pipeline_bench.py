@@ -198,6 +198,7 @@ def engine_endpoints(server, endpoints: Endpoints) -> Endpoints:
         llm_base_url=server.base_url,
         tts_url=endpoints.tts_url,
         stt_base_url=endpoints.stt_base_url,
+        deepgram_tts_url=endpoints.deepgram_tts_url,
         llm_model=server.model_name,
         llm_settings=engine_llm_settings(server),
     )

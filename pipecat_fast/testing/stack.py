@@ -1,4 +1,4 @@
-"""All provider emulators together: STT (Deepgram), LLM (OpenAI), TTS (Cartesia)."""
+"""All provider emulators together: STT (Deepgram), LLM (OpenAI), TTS (Cartesia and Deepgram)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from pipecat_fast.testing.cartesia_server import CartesiaEmulator
 from pipecat_fast.testing.deepgram_server import DeepgramEmulator, ScriptedUtterance
+from pipecat_fast.testing.deepgram_tts_server import DeepgramTTSEmulator
 from pipecat_fast.testing.openai_server import OpenAIEmulator
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 
@@ -20,6 +21,7 @@ class EmulatorStack:
 
     Attributes:
         stt: The Deepgram emulator. llm: the OpenAI one. tts: the Cartesia one.
+        deepgram_tts: Deepgram's TTS (WebSocket and REST), for configurations that use it.
     """
 
     def __init__(
@@ -33,13 +35,15 @@ class EmulatorStack:
         self.stt = DeepgramEmulator(profile, scripts=stt_scripts)
         self.llm = OpenAIEmulator(profile, replies=replies)
         self.tts = CartesiaEmulator(profile)
+        self.deepgram_tts = DeepgramTTSEmulator(profile)
 
     def urls(self) -> dict[str, str]:
-        """``{"llm_base_url", "tts_url", "stt_base_url"}`` once started."""
+        """``{"llm_base_url", "tts_url", "stt_base_url", "deepgram_tts_url"}`` once started."""
         return {
             "llm_base_url": self.llm.base_url,
             "tts_url": self.tts.url,
             "stt_base_url": self.stt.base_url,
+            "deepgram_tts_url": self.deepgram_tts.ws_url,
         }
 
     async def start(self) -> None:
@@ -47,9 +51,11 @@ class EmulatorStack:
         await self.stt.start()
         await self.llm.start()
         await self.tts.start()
+        await self.deepgram_tts.start()
 
     async def stop(self) -> None:
         """Stop all three."""
+        await self.deepgram_tts.stop()
         await self.tts.stop()
         await self.llm.stop()
         await self.stt.stop()
