@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loguru import logger
@@ -62,6 +62,10 @@ DEFAULT_MARKER = "—"
 """Appended to an interrupted reply: a cut-off sentence ends in a dash in written dialogue,
 which models read as "interrupted", and which a TTS does not pronounce if the model
 imitates it."""
+
+STALL_S = 3.0
+"""Held text whose audio stopped coming this long ago (no stop frame either) is settled with
+what played (Pipecat's own TTS gives up on an audio context after 3 s of silence)."""
 
 FENCE_TIMEOUT_S = 0.5
 """Longest wait for the assistant aggregator to take the heard text before the interruption
@@ -116,6 +120,7 @@ class _Fence(ControlFrame):
 class _Held:
     frame: Frame
     known: bool = False
+    at: float = field(default_factory=time.monotonic)
 
 
 class BargeInTruncator(BaseObject):
@@ -357,9 +362,16 @@ class _AfterOutput(FrameProcessor):
                 if held.known:
                     fate = ledger.fate(held.frame.id, delay)
                     if not (fate.final or final):
-                        if delay > 0 and fate.text:
-                            self._bargein_arm_timer(delay)
-                        break
+                        # Wait for the delay to pass, or for more audio; with neither for
+                        # STALL_S (a TTS that went quiet without stopping), settle it as is.
+                        quiet_since = max(self._bargein_last_write, held.at)
+                        stalled = STALL_S - (time.monotonic() - quiet_since)
+                        if delay <= 0 and stalled <= 0:
+                            final = True
+                            fate = ledger.fate(held.frame.id, 0.0)
+                        else:
+                            self._bargein_arm_timer(delay if delay > 0 else stalled)
+                            break
                     self._bargein_held.popleft()
                     released.append(held.frame.id)
                     if fate.complete:

@@ -193,3 +193,14 @@ async def test_a_tts_socket_that_dies_with_text_queued_commits_none_of_it():
 def test_bad_playout_delay_is_an_error(delay):
     with pytest.raises(ValueError):
         BargeInTruncator(playout_delay_s=delay)
+
+
+async def test_text_whose_audio_never_comes_and_never_stops_is_settled_unheard(monkeypatch):
+    """A TTS that went quiet with no stop frame: after the stall the text goes, unheard."""
+    import pipecat_fast.bargein.processor as processor
+
+    monkeypatch.setattr(processor, "STALL_S", 0.3)
+    frames = [LLMFullResponseStartFrame(), TTSStartedFrame(context_id="c")]
+    frames += [TTSTextFrame(TOTAL, "sentence", context_id="c"), LLMFullResponseEndFrame()]
+    out = await run_reply(frames, stop_after_s=None)
+    assert out.assistant_texts == [] and out.turn_messages[-1].content == ""
