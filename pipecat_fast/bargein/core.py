@@ -369,10 +369,10 @@ class PlaybackLedger:
         piece = _Piece(key, text, segment=segment, includes_spaces=includes_spaces)
         if ctx.mode == "sequential":
             piece.end_pos_s = ctx.sent_s
-            matched = [a for a in ctx.announced if a[0] == segment]
-            drop = matched[0] if matched else (ctx.announced[0] if ctx.announced else None)
-            if drop is not None:
-                ctx.announced.remove(drop)
+        matched = [a for a in ctx.announced if a[0] == segment]
+        drop = matched[0] if matched else (ctx.announced[0] if ctx.announced else None)
+        if drop is not None:
+            ctx.announced.remove(drop)
         ctx.pieces.append(piece)
         self._by_key[key] = ctx
 
@@ -382,6 +382,7 @@ class PlaybackLedger:
         """A word the TTS timed, starting ``start_s`` into the context's audio."""
         _check_number("start_s", start_s)
         ctx = self._context(context_id)
+        ctx.announced.clear()  # timed words need no announcements
         ctx.pieces.append(_Piece(key, text, start_s=max(0.0, start_s), includes_spaces=spaces))
         self._by_key[key] = ctx
 
@@ -569,7 +570,7 @@ class PlaybackLedger:
                         p.committed = True
         for cid, ctx in list(self._contexts.items()):
             done = all(p.committed for p in ctx.pieces)
-            if ctx.played_out and done and not ctx.announced:
+            if ctx.played_out and done:
                 del self._contexts[cid]
 
     def interrupted(self) -> None:
