@@ -271,11 +271,7 @@ class LlamaCppServer:
         """
         if self._llama_proc is not None:
             raise LlamaServerError("server already started")
-        if not llama_cpp_available():
-            raise LlamaServerError(
-                "llama_cpp is not importable: install llama-cpp-python[server] "
-                "(the pipecat-fast 'llama' extra)"
-            )
+        self._check_available()
         if self._llama_model_path is None:
             self._llama_model_path = await asyncio.to_thread(ensure_model, self._llama_size)
         if self._llama_given_log is not None:
@@ -296,6 +292,18 @@ class LlamaCppServer:
             await self.stop()
             raise
 
+    def _check_available(self) -> None:
+        """Raise :class:`LlamaServerError` when the engine cannot be run here."""
+        if not llama_cpp_available():
+            raise LlamaServerError(
+                "llama_cpp is not importable: install llama-cpp-python[server] "
+                "(the pipecat-fast 'llama' extra)"
+            )
+
+    def _ready_url(self, port: int) -> str:
+        """A URL that answers 200 once the model is loaded."""
+        return f"http://{self._llama_host}:{port}/v1/models"
+
     async def _launch(self, port: int) -> bool:
         """Start one process; True when it answers, False when its port was taken."""
         assert self._llama_log_path is not None
@@ -311,7 +319,7 @@ class LlamaCppServer:
         self._llama_proc = proc
         _LIVE_PIDS.add(proc.pid)
         logger.debug(f"llama.cpp server pid {proc.pid} starting on {self._llama_host}:{port}")
-        url = f"http://{self._llama_host}:{port}/v1/models"
+        url = self._ready_url(port)
         try:
             async with asyncio.timeout(self._llama_startup_timeout_s):
                 while not await _answers(url):

@@ -195,22 +195,31 @@ class PrewarmPolicy:
         self.engine_reuse_window_s = engine_reuse_window_s
         self.table = table
         self.recent = RecentWarmups()
+        self._policy_facts: dict[tuple[str, str | None], tuple[int, float | None]] = {}
+
+    def _facts(self, target: WarmupTarget) -> tuple[int, float | None]:
+        """The registry's (minimum, lifetime) for the target's provider and model, memoised."""
+        if not target.provider:
+            return 0, None
+        key = (target.provider, target.model)
+        facts = self._policy_facts.get(key)
+        if facts is None:
+            floor = prefix_minimum(target.provider, target.model, table=self.table).tokens
+            facts = (floor, cache_facts(target.provider, table=self.table).ttl_s)
+            self._policy_facts[key] = facts
+        return facts
 
     def minimum(self, target: WarmupTarget) -> int:
         """The minimum cacheable prefix that applies to ``target`` (tokens; 0: no floor)."""
         if self.min_prefix_tokens is not None:
             return self.min_prefix_tokens
-        if not target.provider:
-            return 0
-        return prefix_minimum(target.provider, target.model, table=self.table).tokens
+        return self._facts(target)[0]
 
     def lifetime_s(self, target: WarmupTarget) -> float | None:
         """How long a cache entry is expected to live for ``target``'s provider (s), or ``None``."""
         if self.ttl_s is not None:
             return self.ttl_s
-        if not target.provider:
-            return None
-        return cache_facts(target.provider, table=self.table).ttl_s
+        return self._facts(target)[1]
 
     def decide(self, target: WarmupTarget, now_s: float) -> Decision:
         """Whether to warm ``target`` now.
