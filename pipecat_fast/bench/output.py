@@ -138,6 +138,16 @@ def summary_table(report: dict[str, Any], title: str) -> Table:
     return table
 
 
+def first_turn_line(report: dict[str, Any]) -> str:
+    """The first turn of each call (cold without a warmup): p50/p95, ratios, warmup tokens."""
+    parts = []
+    for config, s in report.get("first_turn", {}).items():
+        ratios = "" if s.get("p50") is None else f" ({s['p50']:.3f}x / {s['p95']:.3f}x)"
+        cost = f", warmup {s['warmup_prompt_tokens']:,} tokens" if s["warmup_prompt_tokens"] else ""
+        parts.append(f"{config} {_ms(s['ttfa_p50_ms'])} / {_ms(s['ttfa_p95_ms'])} ms{ratios}{cost}")
+    return "first turn of each call, TTFA p50 / p95: " + "; ".join(parts)
+
+
 def progress_line(result: CallResult, index: int, total: int) -> str:
     """One line per finished call."""
     values = [t.ttfa_ms for t in result.turns if t.ttfa_ms is not None]

@@ -12,7 +12,7 @@ may insert processors into the lever slots, change service settings, or add obse
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -146,6 +146,11 @@ class PipelineSpec:
     barge_in: Any = None
     """A lever around the output transport with ``before_output()`` / ``after_output()``
     processors (e.g. ``BargeInTruncator``), or None."""
+    # While the phone rings (before the pipeline starts and the caller speaks): each hook is
+    # called once, then the runner waits ring_s seconds. on_hangup hooks run when the call ends.
+    ringing: list[Callable[[], object]] = field(default_factory=list)
+    ring_s: float = 0.0
+    on_hangup: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:

@@ -22,6 +22,7 @@ from pipecat_fast.bench.emulator_process import EmulatorProcess
 from pipecat_fast.bench.material import bench_calls
 from pipecat_fast.bench.output import (
     console,
+    first_turn_line,
     progress_line,
     quiet_logs,
     stage_medians,
@@ -68,6 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 1,900: ~3.2k tokens of the engine's own vocabulary, which is ~1.7x o200k)",
     )
     parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=None,
+        help="cut every call's system prompt to this many o200k tokens and drop the tools "
+        "(e.g. 700: a prompt below OpenAI's 1,024-token cache minimum)",
+    )
+    parser.add_argument(
         "--llm-cache",
         default="cold",
         choices=("cold", "shared"),
@@ -94,9 +102,10 @@ async def _bench(args: argparse.Namespace) -> int:
         if args.no_stt_revisions
         else profile.stt_interim_interval_ms / 1000.0,
     )
-    if args.engine == "llama-cpp":
+    cut = args.prompt_tokens or (args.engine_prompt_tokens if args.engine == "llama-cpp" else None)
+    if cut is not None:
         for call in calls:
-            call.system_prompt = truncate_tokens(call.system_prompt, args.engine_prompt_tokens)
+            call.system_prompt = truncate_tokens(call.system_prompt, cut)
             call.tools = []
     total = len(calls) * len(configs) * args.repeats
     console.print(
@@ -175,6 +184,7 @@ async def _bench(args: argparse.Namespace) -> int:
             f"{stats['words_played']} words played, {stats['words_committed']} committed, "
             f"{stats['kept_unheard']} kept unheard, {stats['heard_lost']} heard but lost"
         )
+    console.print(first_turn_line(report))
     write_json(args.out, report)
     console.print(f"wrote {args.out}")
     return 1 if report["errors"] else 0

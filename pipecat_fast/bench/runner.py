@@ -13,6 +13,7 @@ turns they all answered (:func:`pipecat_fast.bench.pairing.paired_summary`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from pipecat_fast.bench.configs import BenchConfig
 from pipecat_fast.bench.pairing import TurnOutcome, UtteranceSpan, match_turns, paired_summary
-from pipecat_fast.bench.pipeline import BenchCall, Endpoints, assemble, build_spec
+from pipecat_fast.bench.pipeline import BenchCall, Endpoints, PipelineSpec, assemble, build_spec
 from pipecat_fast.testing.caller_transport import CallerTimeline, CallerTransport
 from pipecat_fast.ttfa import TTFAObserver, TurnRecord, summarize
 
@@ -124,6 +125,7 @@ async def run_call(
             reply_timeout_s=call.patience_s,
             barge_in_after_s=spec.call.barge_in_after_s,
         )
+        await ring(spec)
         pipeline = assemble(spec, transport)
         worker = PipelineWorker(
             pipeline,
@@ -163,6 +165,8 @@ async def run_call(
             caller_done.cancel()
             if not running.done():
                 running.cancel()
+            for hook in spec.on_hangup:
+                await hook()
     except Exception as e:  # a broken call must not stop the bench
         logger.exception(f"bench call {call.id} ({config.name}) failed")
         errors.append(f"{type(e).__name__}: {e}")
@@ -190,6 +194,21 @@ async def run_call(
 def _paused(call: BenchCall, index: int) -> bool:
     """Whether the call's utterance ``index`` pauses mid-utterance on purpose."""
     return index < len(call.pauses_ms) and bool(call.pauses_ms[index])
+
+
+async def ring(spec: PipelineSpec) -> None:
+    """The phone rings: call each ``spec.ringing`` hook, then wait ``spec.ring_s`` seconds.
+
+    A hook may start background work (a session warmup) or return an awaitable, which is
+    awaited before the ring time starts counting. Stock configurations have no hooks and no
+    ring: only configurations that use the ring pay its wall-clock time.
+    """
+    for hook in spec.ringing:
+        result = hook()
+        if inspect.isawaitable(result):
+            await result
+    if spec.ringing and spec.ring_s > 0:
+        await asyncio.sleep(spec.ring_s)
 
 
 BetweenCalls = Callable[[BenchConfig, BenchCall, int], Awaitable[None]]
@@ -307,10 +326,42 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         "talked_over": {
             c: sum(t["talked_over"] for t in rows if t["config"] == c) for c in configs
         },
+        "first_turn": first_turn_summary(results, baseline),
         "prefill_compute": compute,
         **extra,
         "errors": errors,
     }
+
+
+def first_turn_summary(results: Sequence[CallResult], baseline: str) -> dict[str, Any]:
+    """Each configuration's TTFA on the first turn of every call (the cold one), and its cost.
+
+    Returns:
+        Per configuration: ``ttfa_p50_ms``, ``ttfa_p95_ms``, ``n_turns``, ``n_unanswered``,
+        ``p50``/``p95`` ratios to the baseline's first turns, and ``warmup_prompt_tokens``
+        (summed from the turns' ``warmup_prompt_tokens`` accounting, 0 without a warmup)
+        beside ``live_prompt_tokens`` and ``live_cached_tokens`` (every answered turn's
+        request, as the provider reported it).
+    """
+    out: dict[str, Any] = {}
+    for config in dict.fromkeys(r.config for r in results):
+        mine = [r for r in results if r.config == config]
+        firsts = [r.turns[0] for r in mine if r.turns and r.turns[0].turn == 0]
+        missing = len(mine) - len(firsts)
+        out[config] = {
+            **summarize([t.ttfa_ms for t in firsts] + [None] * missing),
+            "warmup_prompt_tokens": sum(
+                int(t.extra.get("warmup_prompt_tokens") or 0) for t in firsts
+            ),
+            "live_prompt_tokens": sum(t.prompt_tokens or 0 for r in mine for t in r.turns),
+            "live_cached_tokens": sum(t.cached_tokens or 0 for r in mine for t in r.turns),
+        }
+    base = out.get(baseline, {})
+    for stats in out.values():
+        for q in ("p50", "p95"):
+            b, v = base.get(f"ttfa_{q}_ms"), stats.get(f"ttfa_{q}_ms")
+            stats[q] = round(v / b, 3) if v and b else None
+    return out
 
 
 def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, Any]:

@@ -51,10 +51,24 @@ def prefix_parts(params: Mapping[str, Any]) -> dict[str, Any]:
     return parts
 
 
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def prefix_hash(params: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of :func:`prefix_parts`, canonical JSON (sorted keys, exact text)."""
-    text = json.dumps(prefix_parts(params), sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _digest(prefix_parts(params))
+
+
+def part_hashes(params: Mapping[str, Any]) -> dict[str, str]:
+    """SHA-256 of each part of :func:`prefix_parts`, to say which one changed."""
+    return {name: _digest(value) for name, value in prefix_parts(params).items()}
+
+
+def changed_parts(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """The prefix parts (``model``, ``tools``, ``system``, routing fields) that differ."""
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
 @dataclass
@@ -92,6 +106,7 @@ class WarmupReport:
         detail: The policy's one-line explanation.
         provider: Provider registry name, or ``None``.
         prefix_hash: Hash of the cacheable prefix warmed (:func:`prefix_hash`).
+        part_hashes: Hash of each prefix part (:func:`part_hashes`).
         prefix_tokens: Estimated tokens of the request (o200k), as the policy saw it.
         requests: Per request sent, what the provider reported.
         elapsed_s: From the first request sent to the last stream drained (or abandoned).
@@ -105,6 +120,7 @@ class WarmupReport:
     detail: str = ""
     provider: str | None = None
     prefix_hash: str = ""
+    part_hashes: dict[str, str] = field(default_factory=dict)
     prefix_tokens: int = 0
     requests: list[RequestUsage] = field(default_factory=list)
     elapsed_s: float = 0.0

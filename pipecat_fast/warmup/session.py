@@ -42,7 +42,13 @@ from pipecat.services.llm_service import LLMService
 from pipecat_fast._pipecat import llm_client, llm_identity, llm_provider
 from pipecat_fast.prefill.backends import AnthropicPrefill, OpenAIPrefill, backend_for
 from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
-from pipecat_fast.warmup.core import RequestUsage, WarmupReport, prefix_hash
+from pipecat_fast.warmup.core import (
+    RequestUsage,
+    WarmupReport,
+    changed_parts,
+    part_hashes,
+    prefix_hash,
+)
 from pipecat_fast.warmup.policy import DecisionLog, PrewarmPolicy, WarmupTarget
 
 DEFAULT_USER_MESSAGE = "This is a cache warmup, not a caller. Do not do the task; reply only: OK"
@@ -157,6 +163,7 @@ class SessionWarmup:
             params = await backend.render(self.context, self.user_message)
             report.provider = self._provider()
             report.prefix_hash = prefix_hash(params)
+            report.part_hashes = part_hashes(params)
             report.prefix_tokens = await backend.estimate_tokens(self.context, self.user_message)
         except asyncio.CancelledError:
             report.cancelled = True
@@ -266,9 +273,10 @@ class SessionWarmup:
             return None
         if prefix_hash(params) == self.report.prefix_hash:
             return True
+        changed = changed_parts(self.report.part_hashes, part_hashes(params))
         logger.warning(
-            f"{self.llm}: the system prompt, tools, model or cache key changed between the "
-            "session warmup and the first turn: the warmup was wasted "
+            f"{self.llm}: {', '.join(changed) or 'the prefix'} changed between the session "
+            "warmup and the first turn: the warmup was wasted "
             f"({self.report.prompt_tokens} prompt tokens)"
         )
         return False
