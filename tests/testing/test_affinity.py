@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 from pipecat.frames.frames import LLMContextFrame
 from pipecat.metrics.metrics import LLMUsageMetricsData
+from pipecat.pipeline.worker import PipelineParams
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import run_test
@@ -57,14 +58,16 @@ async def replicas():
         yield [a, b]
 
 
-def service(base_url, replica, extra):
+def service(base_url, replica, extra, call_id="any"):
+    """Pipecat's service for one call; the call's own caller record opens its system prompt
+    (as seed 001's per-call context does), so no call reuses another call's prefix."""
     settings = replica.request_settings(max_tokens=8).openai_settings_fields()
     return OpenAILLMService(
         api_key="none",
         base_url=base_url,
         settings=OpenAILLMService.Settings(
             model=replica.model_name,
-            system_instruction=SYSTEM,
+            system_instruction=f"Caller record {call_id}.\n{SYSTEM}",
             **{**settings, "extra": {**settings["extra"], **extra}},
         ),
     )
@@ -73,7 +76,11 @@ def service(base_url, replica, extra):
 async def turn(llm, context, text):
     """One turn through Pipecat's service; returns the engine's (prompt, cached) tokens."""
     context.add_message({"role": "user", "content": text})
-    down, _ = await run_test(llm, frames_to_send=[LLMContextFrame(context)])
+    down, _ = await run_test(
+        llm,
+        frames_to_send=[LLMContextFrame(context)],
+        pipeline_params=PipelineParams(enable_metrics=True, enable_usage_metrics=True),
+    )
     usage = [
         d.value
         for f in down
@@ -88,9 +95,9 @@ async def turn(llm, context, text):
 
 
 async def call(router, replica, call_id, extra):
-    llm = service(router.base_url, replica, extra)
+    llm = service(router.base_url, replica, extra, call_id)
     context = LLMContext()
-    first = await turn(llm, context, f"Caller {call_id}: I would like to book a cleaning.")
+    first = await turn(llm, context, "I would like to book a cleaning.")
     second = await turn(llm, context, "Tuesday morning, please.")
     return first, second
 
@@ -114,7 +121,7 @@ async def test_without_the_key_round_robin_sends_the_second_turn_to_a_cold_repli
 async def test_the_warmup_and_the_first_turn_meet_on_the_same_replica(replicas):
     async with SglangRouter([r.root_url for r in replicas], policy="consistent_hashing") as router:
         extra = affinity_extra("call-warm")
-        llm = service(router.base_url, replicas[0], extra)
+        llm = service(router.base_url, replicas[0], extra, "call-warm")
         context = LLMContext()
         report = await SessionWarmup(
             llm, context, policy=PrewarmPolicy(), provider="llama.cpp", requests=1
@@ -141,12 +148,12 @@ async def test_a_llama_cpp_slot_id_pins_a_call_to_its_slot():
             def extra(name, pinned=pinned, slots=slots):
                 return {"extra_body": {"id_slot": slots[name]}} if pinned else {}
 
-            llms = {n: service(server.base_url, server, extra(n)) for n in "abc"}
+            llms = {n: service(server.base_url, server, extra(n), f"{n}{pinned}") for n in "abc"}
             contexts = {n: LLMContext() for n in "abc"}
             # a and b fill the two slots, c takes the least recently used one (a's when
             # unpinned), then a's second turn
             for name in "abc":
-                await turn(llms[name], contexts[name], f"Caller {name} {pinned}: hello there.")
+                await turn(llms[name], contexts[name], "Hello there.")
             p, cached = await turn(llms["a"], contexts["a"], "And on Tuesday?")
             results[pinned] = (p, cached)
         assert results[True][1] >= results[True][0] - 40
