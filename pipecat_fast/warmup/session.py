@@ -40,8 +40,8 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
 from pipecat_fast._pipecat import llm_client, llm_identity, llm_provider
+from pipecat_fast.frames import TTFAAnnotationFrame
 from pipecat_fast.prefill.backends import AnthropicPrefill, OpenAIPrefill, backend_for
-from pipecat_fast.ttfa.observer import TTFAAnnotationFrame
 from pipecat_fast.warmup.core import (
     RequestUsage,
     WarmupReport,
@@ -290,10 +290,11 @@ class WarmupCheck(FrameProcessor):
     """Checks the first live request against the session warmup and reports the warmup.
 
     Place it just before the LLM service. On the first ``LLMContextFrame`` it compares the
-    request's cacheable prefix with the warmed one (a mismatch logs a warning), and pushes a
-    ``TTFAAnnotationFrame`` with the warmup's accounting (``warmup_*`` fields) so the TTFA
-    report carries the warmup's token cost beside the live turns'. Frames are never held
-    beyond that one check.
+    request's cacheable prefix with the warmed one (a mismatch logs a warning), and pushes
+    ``TTFAAnnotationFrame``s with the warmup's accounting: the ``warmup_*`` fields on the first
+    turn, and the warmup's token counts added to the session's account
+    (``TTFAObserver.session``), beside the live turns' own ``prompt_tokens``,
+    ``cached_tokens`` and ``cache_write_tokens``. Frames are never held beyond that one check.
     """
 
     def __init__(self, warmup: SessionWarmup, **kwargs: Any):
@@ -308,10 +309,26 @@ class WarmupCheck(FrameProcessor):
             self._warm_checked = True
             matched = await self._warm_session.check_first_turn(frame.context)
             report = self._warm_session.report
+            fields = warmup_annotation(report, matched)
+            await self.push_frame(TTFAAnnotationFrame(fields=fields), direction)
+            # The session's account: warmup tokens beside the live turns' own usage.
             await self.push_frame(
-                TTFAAnnotationFrame(fields=warmup_annotation(report, matched)), direction
+                TTFAAnnotationFrame(
+                    fields={"warmup": fields["warmup"]},
+                    add={k: fields[k] for k in _SESSION_KEYS},
+                    target="session",
+                ),
+                direction,
             )
         await self.push_frame(frame, direction)
+
+
+_SESSION_KEYS = (
+    "warmup_requests",
+    "warmup_prompt_tokens",
+    "warmup_cached_tokens",
+    "warmup_cache_write_tokens",
+)
 
 
 def warmup_annotation(report: WarmupReport, matched: bool | None) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from pipecat.services.anthropic.llm import AnthropicLLMService
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import run_test
 
+from pipecat_fast.frames import TTFAAnnotationFrame
 from pipecat_fast.testing.anthropic_server import AnthropicEmulator
 from pipecat_fast.testing.openai_server import OpenAIEmulator
 from pipecat_fast.testing.profiles import LatencyProfile
-from pipecat_fast.ttfa import TTFAAnnotationFrame
 from pipecat_fast.warmup import PrewarmPolicy
 from pipecat_fast.warmup.session import DEFAULT_USER_MESSAGE, SessionWarmup
 
@@ -254,8 +254,17 @@ async def test_the_checker_annotates_the_first_turn_and_passes_frames_on():
         down, _ = await run_test(
             warmup.checker(),
             frames_to_send=[LLMContextFrame(turn), LLMContextFrame(turn)],
-            expected_down_frames=[TTFAAnnotationFrame, LLMContextFrame, LLMContextFrame],
+            expected_down_frames=[
+                TTFAAnnotationFrame,
+                TTFAAnnotationFrame,
+                LLMContextFrame,
+                LLMContextFrame,
+            ],
         )
+    session = down[1]
+    assert session.target == "session"
+    assert session.add["warmup_prompt_tokens"] == warmup.report.prompt_tokens
+    assert session.add["warmup_requests"] == 2
     fields = down[0].fields
     assert fields["warmup"] == "warm" and fields["warmup_prefix_matched"] is True
     assert fields["warmup_prompt_tokens"] == warmup.report.prompt_tokens > 4000
