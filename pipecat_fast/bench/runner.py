@@ -93,6 +93,7 @@ async def run_call(
     repeat: int = 0,
     slot: int = 0,
     timeout_s: float | None = None,
+    ring_s: float = 0.0,
 ) -> CallResult:
     """Run one call at real-time pace through ``config``'s pipeline.
 
@@ -104,6 +105,8 @@ async def run_call(
         slot: The call's position in the run's set of calls, recorded in the result.
         timeout_s: Give up on the call after this long (s); defaults to a bound derived
             from the call's length and the caller's patience.
+        ring_s: Ring-back before the call connects, for every configuration alike (s); a
+            configuration may ask for a longer one (``PipelineSpec.ring_s``).
 
     Returns:
         The call's result; a pipeline error is recorded in it, not raised.
@@ -118,6 +121,7 @@ async def run_call(
     spec = None
     try:
         spec = build_spec(call, endpoints)
+        spec.ring_s = ring_s
         config.customize(spec)
         transport = CallerTransport(
             call.utterances,
@@ -200,14 +204,14 @@ async def ring(spec: PipelineSpec) -> None:
     """The phone rings: call each ``spec.ringing`` hook, then wait ``spec.ring_s`` seconds.
 
     A hook may start background work (a session warmup) or return an awaitable, which is
-    awaited before the ring time starts counting. Stock configurations have no hooks and no
-    ring: only configurations that use the ring pay its wall-clock time.
+    awaited before the ring time starts counting. The bench rings every configuration for
+    ``--ring-s`` (default 0); a configuration that needs a ring asks for one.
     """
     for hook in spec.ringing:
         result = hook()
         if inspect.isawaitable(result):
             await result
-    if spec.ringing and spec.ring_s > 0:
+    if spec.ring_s > 0:
         await asyncio.sleep(spec.ring_s)
 
 
@@ -220,6 +224,7 @@ async def run_interleaved(
     endpoints: Endpoints,
     *,
     repeats: int = 1,
+    ring_s: float = 0.0,
     before_call: BetweenCalls | None = None,
     after_call: Callable[[CallResult], Awaitable[None]] | None = None,
     on_result: Callable[[CallResult], None] | None = None,
@@ -231,6 +236,7 @@ async def run_interleaved(
         configs: Configurations to compare; the first is the baseline.
         endpoints: Where the providers listen.
         repeats: How many times to run the whole set of calls.
+        ring_s: Ring-back before every call (s), for every configuration alike.
         before_call: Awaited before each call (e.g. to reset the emulator's cache).
         after_call: Awaited with each result before it is reported (e.g. to attach the
             emulator's request accounting).
@@ -245,7 +251,9 @@ async def run_interleaved(
             for config in configs:
                 if before_call is not None:
                     await before_call(config, call, repeat)
-                result = await run_call(call, config, endpoints, repeat=repeat, slot=slot)
+                result = await run_call(
+                    call, config, endpoints, repeat=repeat, slot=slot, ring_s=ring_s
+                )
                 if after_call is not None:
                     await after_call(result)
                 results.append(result)
