@@ -55,6 +55,7 @@ class Reason(StrEnum):
     BELOW_MINIMUM = "below_minimum"
     WAIT_EXCEEDS_TTL = "wait_exceeds_ttl"
     ALREADY_WARM = "already_warm"
+    CACHING_OFF = "caching_off"
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
-from pipecat_fast._pipecat import llm_client, llm_identity, llm_provider
+from pipecat_fast._pipecat import is_anthropic_messages, llm_client, llm_identity, llm_provider
 from pipecat_fast.frames import TTFAAnnotationFrame
 from pipecat_fast.prefill.backends import AnthropicPrefill, OpenAIPrefill, backend_for
 from pipecat_fast.warmup.core import (
@@ -49,7 +49,7 @@ from pipecat_fast.warmup.core import (
     part_hashes,
     prefix_hash,
 )
-from pipecat_fast.warmup.policy import DecisionLog, PrewarmPolicy, WarmupTarget
+from pipecat_fast.warmup.policy import Decision, DecisionLog, PrewarmPolicy, Reason, WarmupTarget
 
 DEFAULT_USER_MESSAGE = "This is a cache warmup, not a caller. Do not do the task; reply only: OK"
 """The throwaway user message of a warmup request."""
@@ -158,6 +158,14 @@ class SessionWarmup:
             The report (also in :attr:`report`).
         """
         report = self.report
+        if is_anthropic_messages(self.llm) and not _anthropic_caching_on(self.llm):
+            report.provider, report.reason = "anthropic", str(Reason.CACHING_OFF)
+            report.detail = (
+                "enable_prompt_caching is off: without Pipecat's cache_control markers Anthropic "
+                "caches nothing (AnthropicLLMService.Settings(enable_prompt_caching=True))"
+            )
+            self._warm_log(Decision(False, report.reason, report.detail), f"{self.llm} warmup")
+            return report
         try:
             backend = self._backend()
             params = await backend.render(self.context, self.user_message)
@@ -329,6 +337,11 @@ _SESSION_KEYS = (
     "warmup_cached_tokens",
     "warmup_cache_write_tokens",
 )
+
+
+def _anthropic_caching_on(llm: LLMService) -> bool:
+    settings = getattr(llm, "settings", None)  # public in Pipecat 1.14
+    return getattr(settings, "enable_prompt_caching", False) is True
 
 
 def warmup_annotation(report: WarmupReport, matched: bool | None) -> dict[str, Any]:

@@ -269,3 +269,17 @@ async def test_the_checker_annotates_the_first_turn_and_passes_frames_on():
     assert fields["warmup"] == "warm" and fields["warmup_prefix_matched"] is True
     assert fields["warmup_prompt_tokens"] == warmup.report.prompt_tokens > 4000
     assert fields["warmup_requests"] == 2
+
+
+async def test_anthropic_without_prompt_caching_is_not_warmed():
+    async with AnthropicEmulator(FAST) as emulator:
+        llm = AnthropicLLMService(
+            api_key="k",
+            client=AsyncAnthropic(api_key="k", base_url=emulator.base_url),
+            settings=AnthropicLLMService.Settings(
+                model="claude-sonnet-4-6", system_instruction=SYSTEM
+            ),
+        )
+        report = await SessionWarmup(llm, policy=fresh_policy()).run()
+        assert emulator.requests == []
+    assert not report.warmed and report.reason == "caching_off"
