@@ -14,10 +14,7 @@ from pipecat_fast.ttfa import TurnRecord
 
 
 def one_turn_call():
-    call = bench_calls(ids=["reschedule"])[0]
-    call.utterances = call.utterances[:1]
-    call.stt_script = call.stt_script[:1]
-    return call
+    return bench_calls(ids=["reschedule"])[0].only([0])  # an unpaused first utterance
 
 
 async def test_ring_calls_the_hooks_then_waits_and_no_ring_costs_nothing():
