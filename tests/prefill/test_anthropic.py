@@ -6,6 +6,7 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.services.anthropic.llm import AnthropicLLMService
 from pipecat.services.openai.llm import OpenAILLMService
 
+from pipecat_fast._pipecat import llm_client
 from pipecat_fast.prefill import AnthropicPrefill, OpenAIPrefill, backend_for
 from pipecat_fast.testing.anthropic_server import AnthropicEmulator
 from pipecat_fast.testing.profiles import LatencyProfile
@@ -26,10 +27,14 @@ def service(emulator):
 
 
 async def real_request(llm, messages):
-    """What the service sends at end of turn (its own rendering, cache markers included)."""
+    """What the service sends at end of turn (its own rendering, cache markers included).
+
+    (``_get_llm_invocation_params`` is the service's own request builder: the reference this
+    test compares the prefill against, not something the library uses.)
+    """
     params = await llm._get_llm_invocation_params(LLMContext(messages=messages))
     params.update(model="claude-sonnet-4-5", max_tokens=5)
-    return (await llm._client.messages.create(**params)).usage
+    return (await llm_client(llm).messages.create(**params)).usage
 
 
 async def test_prefill_makes_the_real_request_read_through_the_history():

@@ -10,21 +10,33 @@ import warnings
 import pytest
 from loguru import logger
 from pipecat.frames.frames import (
+    DataFrame,
     ErrorFrame,
+    InterimTranscriptionFrame,
     InterruptionFrame,
     LLMContextFrame,
     LLMTextFrame,
+    TranscriptionFrame,
     UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import run_test
+from pipecat.turns.types import ProcessFrameResult
+from pipecat.turns.user_start import VADUserTurnStartStrategy
+from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from pipecat_fast.prefill import OpenAIPrefill, PrefillConfig, SpeculativePrefill
 from pipecat_fast.request_tokens import count_chat_tokens
+from pipecat_fast.stabilizer import TwoUpdateStabilizer
 from pipecat_fast.stabilizer.frames import StableTranscriptFrame
 from pipecat_fast.testing.openai_server import OpenAIEmulator
 from pipecat_fast.testing.profiles import LatencyProfile
@@ -441,3 +453,74 @@ async def test_a_failing_size_estimate_skips_the_prefill_and_passes_every_frame(
     assert pacer.timed_out == []
     assert sorted(down, key=lambda f: type(f).__name__) == [sent[1], sent[0]]
     assert not [f for f in up if isinstance(f, ErrorFrame)]
+
+
+class _EndOfTurn(DataFrame):
+    """The test's verdict that the turn is over."""
+
+
+class _ConfirmOnEndOfTurn(BaseUserTurnStopStrategy):
+    async def process_frame(self, frame):
+        if isinstance(frame, _EndOfTurn):
+            await self.trigger_user_turn_stopped()
+        return ProcessFrameResult.CONTINUE
+
+
+def spoken_turn(words):
+    interims = [" ".join(words[:n]) for n in range(1, len(words))]
+    return [
+        VADUserStartedSpeakingFrame(start_secs=0.2),
+        *(InterimTranscriptionFrame(t, "caller", "t") for t in interims),
+        TranscriptionFrame(" ".join(words), "caller", "t"),
+        VADUserStoppedSpeakingFrame(stop_secs=0.2),
+        _EndOfTurn(),
+    ]
+
+
+@pytest.mark.parametrize("stabiliser_after_aggregator", [False, True])
+async def test_without_a_stabiliser_before_the_aggregator_it_says_so_once(
+    log_lines, stabiliser_after_aggregator
+):
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        strategies = UserTurnStrategies(
+            start=[VADUserTurnStartStrategy()], stop=[_ConfirmOnEndOfTurn()]
+        )
+        pair = LLMContextAggregatorPair(
+            context, user_params=LLMUserAggregatorParams(user_turn_strategies=strategies)
+        )
+        prefill = SpeculativePrefill(llm, context=context)
+        # The trial's two mistakes: no stabiliser, or one after pair.user() (which consumes
+        # the transcripts, so the stabiliser sees none).
+        middle = [TwoUpdateStabilizer()] if stabiliser_after_aggregator else []
+        pacer = Pacer(pair.user())
+        pipeline = Pipeline([pacer, pair.user(), *middle, prefill, llm])
+        turn = "I would like to book a cleaning please".split()
+        frames = paced(*spoken_turn(turn), *spoken_turn(["yes", "that", "works", "fine"]))
+        await run_test(pipeline, frames_to_send=frames)
+        assert pacer.timed_out == []
+    assert [r for r in emulator.requests if r.max_tokens == 1] == []
+    [warning] = [m for m in log_lines if "no StableTranscriptFrame" in m]
+    assert "the caller spoke a 8-word turn" in warning
+    assert "Put TwoUpdateStabilizer() between the STT and the user aggregator" in warning
+
+
+async def test_with_the_stabiliser_in_place_no_such_warning(log_lines):
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        strategies = UserTurnStrategies(
+            start=[VADUserTurnStartStrategy()], stop=[_ConfirmOnEndOfTurn()]
+        )
+        pair = LLMContextAggregatorPair(
+            context, user_params=LLMUserAggregatorParams(user_turn_strategies=strategies)
+        )
+        prefill = SpeculativePrefill(llm, context=context)
+        pacer = Pacer(pair.user())
+        pipeline = Pipeline([pacer, TwoUpdateStabilizer(), pair.user(), prefill, llm])
+        frames = paced(*spoken_turn("I would like to book a cleaning please".split()))
+        await run_test(pipeline, frames_to_send=frames)
+        assert pacer.timed_out == []
+    assert [r for r in emulator.requests if r.max_tokens == 1]  # it prefilled
+    assert not [m for m in log_lines if "no StableTranscriptFrame" in m]
