@@ -483,15 +483,86 @@ def remove_connect_hook(service: Any) -> None:
     service.__dict__.pop("_websocket_connect", None)
 
 
-async def tts_dial(service: Any, spec: DialSpec) -> Any:
+async def tts_dial(service: Any, spec: DialSpec, *, background_close: bool = False) -> Any:
     """Open the socket ``spec`` describes the way the service itself would.
 
     Through ``WebsocketService._websocket_connect`` (the unhooked one), so the connection has
     the service's close and send timeouts (Pipecat's bounded connection class).
+
+    Args:
+        service: The Pipecat WebSocket service.
+        spec: What to dial.
+        background_close: Make the connection one whose ``close()`` can return at once once
+            :func:`close_in_background` is set on it (see there).
     """
     from pipecat.services.websocket_service import WebsocketService
 
-    return await WebsocketService._websocket_connect(service, spec.uri, **spec.kwargs)
+    kwargs = dict(spec.kwargs)
+    if background_close:
+        kwargs["create_connection"] = _background_close_class()
+    return await WebsocketService._websocket_connect(service, spec.uri, **kwargs)
+
+
+_BACKGROUND_CLOSES: set = set()
+
+
+def _background_close_class() -> type:
+    global _BackgroundCloseConnection
+    if _BackgroundCloseConnection is None:
+        import asyncio
+
+        from pipecat.services.websocket_service import _BoundedConnection
+
+        class _Connection(_BoundedConnection):
+            """Pipecat's bounded connection; once marked, ``close()`` finishes in the background.
+
+            The closing handshake waits a round trip for the peer's close frame. A service that
+            closes its socket to dial a new one (an ``InterruptibleTTSService`` on every
+            interruption) waits that round trip before its next sentence; the socket's
+            remaining audio is discarded either way, so the handshake can finish on its own.
+            """
+
+            pf_background_close = False
+            pf_close_task: asyncio.Task | None = None
+
+            async def close(self, code: int = 1000, reason: str = "") -> None:
+                if not self.pf_background_close:
+                    await super().close(code, reason)
+                    return
+                if self.pf_close_task is None:
+                    closing = super().close(code, reason)
+                    self.pf_close_task = asyncio.get_running_loop().create_task(
+                        closing, name="pf-ttspool-background-close"
+                    )
+                    _BACKGROUND_CLOSES.add(self.pf_close_task)
+                    self.pf_close_task.add_done_callback(_BACKGROUND_CLOSES.discard)
+
+        _BackgroundCloseConnection = _Connection
+    return _BackgroundCloseConnection
+
+
+_BackgroundCloseConnection: type | None = None
+
+
+def close_in_background(connection: Any) -> bool:
+    """Let ``connection.close()`` return at once (for a socket handed to a service).
+
+    Returns:
+        Whether the connection supports it (dialled with ``background_close=True``).
+    """
+    if hasattr(connection, "pf_background_close"):
+        connection.pf_background_close = True
+        return True
+    return False
+
+
+async def wait_background_close(connection: Any) -> None:
+    """Wait for a background close of ``connection`` begun by :func:`close_in_background`."""
+    task = getattr(connection, "pf_close_task", None)
+    if task is not None:
+        import asyncio
+
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def connection_is_open(connection: Any) -> bool:

@@ -363,3 +363,24 @@ def test_http_tts_services_synthesize_sequentially_and_websocket_ones_do_not():
         "TTSService queues a sentence's text frame after run_tts has yielded its audio",
         "tts_synthesizes_sequentially",
     )
+
+
+async def test_background_close_connection_is_pipecats_bounded_one(accepting_server):
+    from pipecat.services.websocket_service import _BoundedConnection
+
+    service = _tts_services(accepting_server)[0]
+    spec = _pipecat.tts_dial_spec(service)
+    plain = await _pipecat.tts_dial(service, spec)
+    assert not _pipecat.close_in_background(plain)  # not dialled for it
+    await plain.close()
+    connection = await _pipecat.tts_dial(service, spec, background_close=True)
+    require(
+        isinstance(connection, _BoundedConnection)
+        and connection.send_timeout == service._ws_send_timeout,
+        "the background-close connection lost Pipecat's bounded connection",
+        "tts_dial",
+    )
+    assert _pipecat.close_in_background(connection)
+    await connection.close()
+    await _pipecat.wait_background_close(connection)
+    assert not _pipecat.connection_is_open(connection)

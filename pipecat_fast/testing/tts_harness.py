@@ -35,11 +35,12 @@ from pipecat.workers.runner import WorkerRunner
 
 
 class _Sink(FrameProcessor):
-    """Counts the TTS's audio and errors; wakes whoever waits for the next audio frame."""
+    """Counts the TTS's audio per context and errors; wakes whoever waits for audio."""
 
     def __init__(self):
         super().__init__()
         self.audio_frames = 0
+        self.contexts: set[str | None] = set()
         self.errors: list[str] = []
         self.audio = asyncio.Condition()
 
@@ -48,6 +49,7 @@ class _Sink(FrameProcessor):
         if isinstance(frame, TTSAudioRawFrame):
             async with self.audio:
                 self.audio_frames += 1
+                self.contexts.add(frame.context_id)
                 self.audio.notify_all()
         elif isinstance(frame, ErrorFrame):
             self.errors.append(frame.error)
@@ -61,6 +63,7 @@ class TTSHarness:
         tts: The Pipecat TTS service.
         sample_rate: The pipeline's ``audio_out_sample_rate``.
         start_timeout_s: How long the pipeline may take to start.
+        observers: Pipecat observers for the worker (a ``TTFAObserver``, say).
 
     Attributes:
         started_at: ``time.monotonic()`` when the worker started running.
@@ -68,8 +71,16 @@ class TTSHarness:
         sink: Audio-frame count and the errors seen downstream of the TTS.
     """
 
-    def __init__(self, tts: Any, *, sample_rate: int = 16000, start_timeout_s: float = 15.0):
+    def __init__(
+        self,
+        tts: Any,
+        *,
+        sample_rate: int = 16000,
+        start_timeout_s: float = 15.0,
+        observers: list | None = None,
+    ):
         self.tts = tts
+        self.observers = list(observers or [])
         self.sample_rate = sample_rate
         self.start_timeout_s = start_timeout_s
         self.sink = _Sink()
@@ -83,6 +94,7 @@ class TTSHarness:
             Pipeline([self.tts, self.sink]),
             params=PipelineParams(audio_out_sample_rate=self.sample_rate),
             enable_rtvi=False,
+            observers=self.observers,
             idle_timeout_secs=None,
             cancel_on_idle_timeout=False,
         )
@@ -110,17 +122,20 @@ class TTSHarness:
     async def speak(self, text: str, *, timeout_s: float = 10.0) -> float:
         """Hand ``text`` to the TTS; return the ms until its first audio frame.
 
+        The first audio of a context (``context_id``) not seen before counts, so audio still
+        arriving for an earlier sentence never passes for this one's.
+
         Raises:
             TimeoutError: If no audio comes within ``timeout_s``.
         """
         assert self._worker is not None
         async with self.sink.audio:
-            before = self.sink.audio_frames
+            seen = set(self.sink.contexts)
         sent = time.monotonic()
         await self._worker.queue_frame(TTSSpeakFrame(text))
         async with self.sink.audio:
             await asyncio.wait_for(
-                self.sink.audio.wait_for(lambda: self.sink.audio_frames > before), timeout_s
+                self.sink.audio.wait_for(lambda: bool(self.sink.contexts - seen)), timeout_s
             )
         return (time.monotonic() - sent) * 1000.0
 

@@ -97,6 +97,7 @@ class CallLease:
         self.provider = provider
         self._final: CallStats | None = None
         self._on_acquire: list[Callable[[AcquireRecord], None]] = []
+        self._handed: list[Any] = []  # handed-over sockets that close in the background
 
     @property
     def stats(self) -> CallStats:
@@ -151,6 +152,8 @@ class TTSWarmPool:
         acquire_wait_s: How long the service's setup waits for a pooled dial still in flight
             before dialling itself (a dial begun while the phone rang is further along than
             a fresh one). ``None``: as long as a dial may take (``dial_timeout_s``).
+        annotate: Report each time the service asks for a connection to the TTFA meter
+            (``TTFAAnnotationFrame``, ``pool_*`` keys).
         clock: Monotonic clock (s); injectable for tests.
     """
 
@@ -161,9 +164,11 @@ class TTSWarmPool:
         policy: TTSPrewarmPolicy | None = None,
         dial_timeout_s: float = 10.0,
         acquire_wait_s: float | None = None,
+        annotate: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ):
         self._core = PoolCore(config)
+        self.annotate = annotate
         self.policy = policy or TTSPrewarmPolicy()
         self.dial_timeout_s = dial_timeout_s
         self.acquire_wait_s = dial_timeout_s if acquire_wait_s is None else acquire_wait_s
@@ -323,15 +328,57 @@ class TTSWarmPool:
         self._run(actions)
         stats = core.stats(call_id)
         if stats is not None and stats.acquire_log:
+            record = stats.acquire_log[-1]
+            await self._annotate(lease, record, first=stats.acquires == 1)
             for callback in lease._on_acquire:
                 try:
-                    callback(stats.acquire_log[-1])
+                    callback(record)
                 except Exception as e:  # a metrics callback never breaks a connect
                     self._log.warning(f"on_acquire callback failed: {e}", key="callback")
         if connection is not None and _pipecat.connection_is_open(connection):
             logger.debug(f"TTSWarmPool {call_id}: handing over a {grant.reason}")
+            if lease.spare.warm and _pipecat.close_in_background(connection):
+                # It will be closed to dial the next one: let that close run on its own.
+                lease._handed.append(connection)
             return connection
         return await dial(uri, **kwargs)
+
+    async def _annotate(self, lease: CallLease, record: AcquireRecord, *, first: bool) -> None:
+        """Report the acquire to the TTFA meter (``pool_*`` keys, docs/ttfa.md).
+
+        The first connection (at setup, before any turn) goes to the session; a later one (a
+        reconnect: barge-in, idle close) to the turn it delays, and to the session's totals.
+        """
+        if not self.annotate:
+            return
+        from pipecat.processors.frame_processor import FrameDirection
+
+        from pipecat_fast.frames import TTFAAnnotationFrame
+
+        dialled = 1 if record.kind == "dialled" else 0
+        frames = [
+            TTFAAnnotationFrame(
+                fields={"pool_first_reused": not dialled} if first else {},
+                add={
+                    "pool_acquires": 1,
+                    "pool_handshakes": dialled,
+                    "pool_acquire_ms": round(record.wait_ms, 1),
+                },
+                target="session",
+            )
+        ]
+        if not first:
+            frames.append(
+                TTFAAnnotationFrame(
+                    fields={"pool_reused": not dialled},
+                    add={"pool_reconnects": 1, "pool_handshakes": dialled},
+                )
+            )
+        try:
+            for frame in frames:
+                await lease.service.push_frame(frame, FrameDirection.DOWNSTREAM)
+        except Exception as e:  # a service outside a pipeline: nothing to report to
+            logger.debug(f"TTSWarmPool {lease.call_id}: no TTFA annotation ({e})")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -348,6 +395,9 @@ class TTSWarmPool:
         mine = [t for t in self._tasks if t.get_name().endswith(f":{call_id}")]
         if mine:
             await asyncio.gather(*mine, return_exceptions=True)
+        for connection in lease._handed:  # closes the service began, finishing on their own
+            await _pipecat.wait_background_close(connection)
+        lease._handed.clear()
         if not self._core.calls():
             await self._stop_timers()
         return stats or CallStats()
@@ -397,12 +447,12 @@ class TTSWarmPool:
         held = _Held(spec=spec, role=action.role)
         self._held[action.slot_id] = held
         held.dial = self._spawn(
-            self._dial(action.slot_id, lease.service, spec, held), action.call_id, "dial"
+            self._dial(action.slot_id, lease, spec, held), action.call_id, "dial"
         )
 
-    async def _dial(self, slot_id: int, service: Any, spec: _pipecat.DialSpec, held: _Held):
+    async def _dial(self, slot_id: int, lease: CallLease, spec: _pipecat.DialSpec, held: _Held):
         try:
-            dialling = _pipecat.tts_dial(service, spec)
+            dialling = _pipecat.tts_dial(lease.service, spec, background_close=lease.spare.warm)
             connection = await asyncio.wait_for(dialling, self.dial_timeout_s)
         except asyncio.CancelledError:
             if not held.done.done():

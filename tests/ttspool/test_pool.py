@@ -204,6 +204,35 @@ async def test_silently_dead_socket_is_found_by_its_probe_and_replaced(emulator)
     await freezer.stop()
 
 
+async def test_a_handed_over_socket_closes_without_waiting_for_the_peer(emulator):
+    """The barge-in's close does not wait the round trip of the closing handshake."""
+    import time
+
+    freezer = Freezer(emulator.port)
+    port = await freezer.start()
+    tts = CartesiaTTSService(
+        api_key="k",
+        url=f"ws://127.0.0.1:{port}/tts/websocket",
+        settings=CartesiaTTSService.Settings(voice="v"),
+        ws_close_timeout=1.0,
+    )
+    spec = _pipecat.tts_dial_spec(tts)
+    timings = {}
+    for marked in (False, True):
+        connection = await _pipecat.tts_dial(tts, spec, background_close=True)
+        if marked:
+            _pipecat.close_in_background(connection)
+        freezer.freeze()  # the peer's close frame will never come
+        started = time.monotonic()
+        await connection.close()
+        timings[marked] = time.monotonic() - started
+        await _pipecat.wait_background_close(connection)
+        assert not _pipecat.connection_is_open(connection)
+    assert timings[False] >= 0.9  # Pipecat's close waits its close timeout
+    assert timings[True] < 0.1
+    await freezer.stop()
+
+
 def table_with(**cartesia_fields):
     table = json.loads(json.dumps(load_tts_table()))
     table["providers"]["cartesia"].update(cartesia_fields)
@@ -270,6 +299,27 @@ async def test_barge_in_on_a_reconnecting_provider_takes_the_spare():
         assert emu.texts[-1] == "Sorry, go ahead 1."
         assert pool.held == 0
         await pool.aclose()
+
+
+async def test_acquires_are_reported_to_the_ttfa_meter():
+    from pipecat_fast.ttfa import TTFAObserver
+
+    async with SarvamEmulator(SAME_REGION) as emu:
+        pool = TTSWarmPool(config=FAST)
+        tts = SarvamTTSService(api_key="k", url=emu.url)
+        lease = pool.prewarm(tts, call_id="c1")
+        await until(lambda: pool.is_warm("c1"))
+        meter = TTFAObserver()
+        async with TTSHarness(tts, sample_rate=24000, observers=[meter]) as run:
+            await run.speak("Hello there, how are you doing today?")
+            await until(lambda: pool.is_warm("c1"))
+            await run.interrupt()
+            await run.speak("Sorry, go ahead.")
+        await lease.close()
+        await pool.aclose()
+    meter.close()
+    assert meter.session["pool_first_reused"] is True
+    assert meter.session["pool_acquires"] == 2 and meter.session["pool_handshakes"] == 0
 
 
 async def test_without_pool_the_same_barge_in_dials_every_time():
