@@ -1,9 +1,9 @@
 """Offline test doubles and a local engine for exercising Pipecat pipelines without network.
 
 Provider emulators that Pipecat's real services talk to unchanged (Deepgram STT, OpenAI and
-Anthropic LLMs with a prefix-cache latency model, Cartesia and Deepgram TTS), a real-time
-scripted caller transport, and a real llama.cpp engine on a locally generated model. Names
-load on first use, so importing one emulator does not pull in the others' dependencies.
+Anthropic LLMs with a prefix-cache latency model, Cartesia, Deepgram and Sarvam TTS), a
+real-time scripted caller transport, and a real llama.cpp engine on a locally generated model.
+Names load on first use, so importing one emulator does not pull in the others' dependencies.
 """
 
 from importlib import import_module
@@ -13,6 +13,8 @@ _LAZY = {
     "AnthropicEmulator": "pipecat_fast.testing.anthropic_server",
     "CallerTransport": "pipecat_fast.testing.caller_transport",
     "CartesiaEmulator": "pipecat_fast.testing.cartesia_server",
+    "SarvamEmulator": "pipecat_fast.testing.sarvam_server",
+    "TTSHarness": "pipecat_fast.testing.tts_harness",
     "DeepgramEmulator": "pipecat_fast.testing.deepgram_server",
     "DeepgramTTSEmulator": "pipecat_fast.testing.deepgram_tts_server",
     "ScriptedUtterance": "pipecat_fast.testing.deepgram_server",
