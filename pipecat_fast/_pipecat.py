@@ -453,7 +453,7 @@ def tts_dial_spec(service: Any, sample_rate: int | None = None) -> DialSpec | No
 ConnectHook = Callable[[str, dict[str, Any], Callable[..., Awaitable[Any]]], Awaitable[Any]]
 
 
-def install_connect_hook(service: Any, hook: ConnectHook) -> None:
+def install_connect_hook(service: Any, hook: ConnectHook) -> Any:
     """Route every socket the service opens through ``hook(uri, kwargs, dial)``.
 
     Every Pipecat 1.14 WebSocket service opens its sockets with
@@ -462,6 +462,9 @@ def install_connect_hook(service: Any, hook: ConnectHook) -> None:
     change. The hook returns the connection to use: a pooled one, or ``await dial(uri,
     **kwargs)`` (the service's own dial). Installed on the instance, so the class and
     ``isinstance`` stay as they were.
+
+    Returns:
+        The installed callable (for :func:`remove_connect_hook`).
 
     Raises:
         TypeError: If the service is not a Pipecat ``WebsocketService``.
@@ -476,11 +479,20 @@ def install_connect_hook(service: Any, hook: ConnectHook) -> None:
         return await hook(uri, kwargs, original)
 
     service._websocket_connect = _connect
+    return _connect
 
 
-def remove_connect_hook(service: Any) -> None:
-    """Undo :func:`install_connect_hook` (the service dials for itself again)."""
-    service.__dict__.pop("_websocket_connect", None)
+def remove_connect_hook(service: Any, installed: Any = None) -> None:
+    """Undo :func:`install_connect_hook` (the service dials for itself again).
+
+    Args:
+        service: The service.
+        installed: What :func:`install_connect_hook` returned; when given, the hook is removed
+            only if it is still that one (a later install stays).
+    """
+    current = service.__dict__.get("_websocket_connect")
+    if current is not None and (installed is None or current is installed):
+        del service.__dict__["_websocket_connect"]
 
 
 async def tts_dial(service: Any, spec: DialSpec, *, background_close: bool = False) -> Any:

@@ -98,6 +98,7 @@ class CallLease:
         self._final: CallStats | None = None
         self._on_acquire: list[Callable[[AcquireRecord], None]] = []
         self._handed: list[Any] = []  # handed-over sockets that close in the background
+        self._hook: Any = None  # the connect hook installed on the service
 
     @property
     def stats(self) -> CallStats:
@@ -229,11 +230,17 @@ class TTSWarmPool:
             provider: The TTS provider's registry name, when it cannot be recognised.
 
         Raises:
-            RuntimeError: If the pool is closed.
+            RuntimeError: If the pool is closed, or no event loop is running.
             ValueError: If ``call_id`` is already in the pool, or ``provider`` is unknown.
         """
         if self._closed:
             raise RuntimeError("TTSWarmPool is closed")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "TTSWarmPool.prewarm must be called from the event loop that runs the pipelines"
+            ) from None
         call_id = call_id or f"call-{next(_call_ids)}"
         if call_id in self._leases:
             raise ValueError(f"call {call_id!r} is already in the pool")
@@ -267,7 +274,7 @@ class TTSWarmPool:
         )
         actions = self._core.open_call(call_id, plan, self._clock())
         if ident.websocket:
-            _pipecat.install_connect_hook(service, self._hook(lease))
+            lease._hook = _pipecat.install_connect_hook(service, self._hook(lease))
         self._run(actions)
         return lease
 
@@ -389,8 +396,9 @@ class TTSWarmPool:
         self._leases.pop(call_id, None)
         self._lane_spec.pop(call_id, None)
         self._keepalive.pop(call_id, None)
-        if getattr(lease.service, "_websocket_connect", None) is not None:
-            _pipecat.remove_connect_hook(lease.service)
+        if lease._hook is not None:
+            _pipecat.remove_connect_hook(lease.service, lease._hook)
+            lease._hook = None
         # Let this call's closes finish, so a closed lease leaves no socket behind.
         mine = [t for t in self._tasks if t.get_name().endswith(f":{call_id}")]
         if mine:

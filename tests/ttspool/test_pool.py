@@ -383,6 +383,25 @@ async def test_retry_calls_and_http_services_open_nothing(emulator):
         pool.prewarm(cartesia(emulator.url))
 
 
+async def test_a_service_reused_for_a_second_call_keeps_the_second_hook(emulator):
+    pool = TTSWarmPool(config=FAST)
+    tts = cartesia(emulator.url)
+    first = pool.prewarm(tts, call_id="one")
+    second = pool.prewarm(tts, call_id="two")
+    await first.close()
+    await until(lambda: pool.is_warm("two"))
+    async with TTSHarness(tts) as run:
+        await run.speak("Second call.")
+    assert (await second.close()).reused == 1
+    assert "_websocket_connect" not in vars(tts)
+    await pool.aclose()
+
+
+def test_prewarm_outside_the_event_loop_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="event loop"):
+        TTSWarmPool().prewarm(cartesia("ws://127.0.0.1:9/tts/websocket"))
+
+
 async def test_200_concurrent_calls_stay_bounded_and_all_close(emulator):
     pool = TTSWarmPool(config=PoolConfig(max_held=50, probe_interval_s=60))
     services = [cartesia(emulator.url) for _ in range(200)]
