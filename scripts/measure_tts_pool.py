@@ -309,6 +309,40 @@ async def until(predicate, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
+async def dial_parts(urls) -> dict:
+    """One TLS WebSocket dial, taken apart: TCP connect, TLS handshake, HTTP upgrade (ms)."""
+    import socket
+    import ssl
+    from urllib.parse import urlsplit
+
+    from websockets.asyncio.client import connect
+
+    parts = urlsplit(urls["cartesia"])
+    loop = asyncio.get_running_loop()
+    started = time.monotonic()
+    sock = socket.socket()
+    sock.setblocking(False)
+    await loop.sock_connect(sock, (parts.hostname, parts.port))
+    tcp = time.monotonic()
+    context = ssl.create_default_context()
+    reader, writer = await asyncio.open_connection(
+        sock=sock, ssl=context, server_hostname=parts.hostname
+    )
+    tls = time.monotonic()
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    begun = time.monotonic()
+    async with connect(urls["cartesia"], additional_headers={"X-API-Key": "k"}) as ws:
+        whole = time.monotonic() - begun
+        assert ws.protocol.state.name == "OPEN"
+    return {
+        "tcp_ms": (tcp - started) * 1000.0,
+        "tls_ms": (tls - tcp) * 1000.0,
+        "dial_ms": whole * 1000.0,
+    }
+
+
 SCENARIOS = {
     "greeting": (greeting, "answer -> first audio of the first sentence (Cartesia)"),
     "after_idle_close": (after_idle_close, "text -> first audio after an idle close (Cartesia)"),
@@ -318,6 +352,11 @@ SCENARIOS = {
 
 async def measure(urls, runs: int) -> dict:
     out: dict = {}
+    await dial_parts(urls)  # warm-up
+    dials = [await dial_parts(urls) for _ in range(runs)]
+    out["dial"] = {
+        k: round(statistics.median(d[k] for d in dials), 1) for k in ("tcp_ms", "tls_ms", "dial_ms")
+    }
     for name, (scenario, what) in SCENARIOS.items():
         cells = {"stock": [], "pool": []}
         dials = {"stock": [], "pool": []}
@@ -365,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
             with provider_side(rtt, Path(tmp)) as (urls, link):
                 report["link"] = link
                 results = asyncio.run(measure(urls, args.runs))
+                dial = results.pop("dial")
+                dial["dial_rtts"] = round(dial["dial_ms"] / rtt, 2)
+                report.setdefault("dial", {})[f"{rtt:g}"] = dial
                 for row in results.values():
                     saved = row["stock_p50_ms"] - row["pool_p50_ms"]
                     row["saved_ms"] = round(saved, 1)
@@ -384,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['saved_ms']:>7.1f} {row['saved_rtts']:>5.2f}  "
                 f"{row['stock_handshakes_per_call']:g} -> {row['pool_handshakes_per_call']:g}"
             )
+    for rtt, dial in report["dial"].items():
+        print(
+            f"RTT {rtt} ms: one TLS WebSocket dial {dial['dial_ms']:.1f} ms "
+            f"({dial['dial_rtts']:.2f} RTT; TCP {dial['tcp_ms']:.1f}, TLS {dial['tls_ms']:.1f})"
+        )
     print(f"wrote {args.out}")
     return 0
 
