@@ -299,14 +299,24 @@ class TTSWarmPool:
 
     def _hook(self, lease: CallLease):
         async def connect(uri: str, kwargs: dict[str, Any], dial):
-            return await self._acquire(lease, uri, kwargs, dial)
+            try:
+                connection = await self._acquire(lease, uri, kwargs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # fail open: a pool bug never costs the call its socket
+                self._log.error(f"{lease.call_id}: pool failed ({e!r}); dialling", key="acquire")
+                connection = None
+            if connection is not None:
+                return connection
+            return await dial(uri, **kwargs)
 
         return connect
 
-    async def _acquire(self, lease: CallLease, uri: str, kwargs: dict[str, Any], dial) -> Any:
+    async def _acquire(self, lease: CallLease, uri: str, kwargs: dict[str, Any]) -> Any:
+        """A pooled connection for the service's dial of ``uri``, or None (it dials)."""
         call_id = lease.call_id
         if lease.closed or call_id not in self._leases:
-            return await dial(uri, **kwargs)
+            return None
         started = self._clock()
         self._lane_spec[call_id] = _pipecat.DialSpec(uri, dict(kwargs))  # the spares' spec
         core = self._core
@@ -348,7 +358,7 @@ class TTSWarmPool:
                 # It will be closed to dial the next one: let that close run on its own.
                 lease._handed.append(connection)
             return connection
-        return await dial(uri, **kwargs)
+        return None
 
     async def _annotate(self, lease: CallLease, record: AcquireRecord, *, first: bool) -> None:
         """Report the acquire to the TTFA meter (``pool_*`` keys, docs/ttfa.md).
@@ -557,7 +567,10 @@ class TTSWarmPool:
                 await asyncio.wait_for(self._wake.wait(), timeout)
             except TimeoutError:
                 pass
-            self._run(self._core.tick(self._clock()))
+            try:
+                self._run(self._core.tick(self._clock()))
+            except Exception as e:  # a timer bug must not stop every other call's timers
+                self._log.error(f"pool timers failed ({e!r})", key="timers")
 
 
 async def _quiet_close(connection: Any) -> None:

@@ -424,3 +424,21 @@ async def test_200_concurrent_calls_stay_bounded_and_all_close(emulator):
     assert pool.held == 0 and pool.calls == [] and pool_tasks() == []
     await until(lambda: len(emulator._server.connections) == 0, timeout=10)
     assert emulator.connections == 100  # 50 warm (all adopted) + 50 dialled by the services
+
+
+async def test_a_pool_failure_at_hand_over_fails_open_to_the_services_dial(emulator, caplog_loguru):
+    pool = TTSWarmPool(config=FAST)
+    tts = cartesia(emulator.url)
+    lease = pool.prewarm(tts, call_id="c1")
+    await until(lambda: pool.is_warm("c1"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the pool")
+
+    pool._core.acquire = broken
+    async with TTSHarness(tts) as run:
+        await run.speak("Spoken anyway.")
+    assert any("pool failed" in m and "dialling" in m for m in caplog_loguru)
+    assert emulator.connections == 2
+    await lease.close()
+    await pool.aclose()
