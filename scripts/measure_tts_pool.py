@@ -350,7 +350,7 @@ SCENARIOS = {
 }
 
 
-async def measure(urls, runs: int) -> dict:
+async def measure(urls, runs: int, scenarios: list[str]) -> dict:
     out: dict = {}
     await dial_parts(urls)  # warm-up
     dials = [await dial_parts(urls) for _ in range(runs)]
@@ -358,6 +358,8 @@ async def measure(urls, runs: int) -> dict:
         k: round(statistics.median(d[k] for d in dials), 1) for k in ("tcp_ms", "tls_ms", "dial_ms")
     }
     for name, (scenario, what) in SCENARIOS.items():
+        if name not in scenarios:
+            continue
         cells = {"stock": [], "pool": []}
         dials = {"stock": [], "pool": []}
         for config in ("stock", "pool"):  # one unrecorded run each: imports, first TLS
@@ -380,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rtt", default="20,100", help="RTTs to measure at, ms")
     parser.add_argument("--runs", type=int, default=8, help="runs per scenario and config")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated subset of {', '.join(SCENARIOS)} (the dial is always measured)",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports/ttspool_netns.json"))
     parser.add_argument("--serve", nargs=2, metavar=("CERT", "KEY"), help=argparse.SUPPRESS)
     parser.add_argument("--delay-line", type=float, metavar="RTT_MS", help=argparse.SUPPRESS)
@@ -403,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         for rtt in [float(r) for r in args.rtt.split(",")]:
             with provider_side(rtt, Path(tmp)) as (urls, link):
                 report["link"] = link
-                results = asyncio.run(measure(urls, args.runs))
+                chosen = [x.strip() for x in args.scenarios.split(",") if x.strip()]
+                results = asyncio.run(measure(urls, args.runs, chosen))
                 dial = results.pop("dial")
                 dial["dial_rtts"] = round(dial["dial_ms"] / rtt, 2)
                 report.setdefault("dial", {})[f"{rtt:g}"] = dial
