@@ -17,6 +17,10 @@ def bind_loopback(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
     """A listening TCP socket on ``host`` (127.0.0.1; ``port=0`` picks a free port)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted sockets inherit it. asyncio does not set it on connections accepted from a
+    # socket passed in as ``sock=`` with TLS, so Nagle held the WebSocket upgrade's 101 behind
+    # the TLS session tickets until the client's delayed ACK: ~40 ms on every wss:// dial.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
     sock.listen(128)
     sock.setblocking(False)

@@ -136,3 +136,16 @@ async def test_tls_and_idle_close(tmp_path):
                 await asyncio.wait_for(ws.recv(), 2.0)
             assert ws.close_code == 1000 and ws.close_reason == "idle timeout"
         assert emu.idle_closes == 1
+
+
+def test_emulator_connections_are_accepted_with_nodelay():
+    """Nagle on the server side once held the TLS upgrade's response for a delayed ACK."""
+    import socket
+
+    from pipecat_fast.testing._loopback import bind_loopback
+
+    sock = bind_loopback()
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        sock.close()
