@@ -322,6 +322,11 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         from pipecat_fast.bench.evals.bargein import barge_in_summary
 
         extra["bargein"] = barge_in_summary(results)
+        extra["bargein_replies"] = [
+            {"config": r.config, "call": r.call, "repeat": r.repeat, **t}
+            for r in results
+            for t in r.bargein
+        ]
     return {
         "baseline": baseline,
         "configs": configs,
