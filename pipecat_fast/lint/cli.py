@@ -11,6 +11,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pipecat_fast import tokens
@@ -23,6 +24,7 @@ from pipecat_fast.lint.files import (
     read_input,
 )
 from pipecat_fast.lint.findings import Frequency, Severity
+from pipecat_fast.lint.project import Project
 from pipecat_fast.lint.report import to_json, to_sarif, write_human, write_json
 from pipecat_fast.providers.llm import load_table, prefix_minimum, providers
 
@@ -66,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rendered",
         action="store_true",
         help="text files are rendered prompts: any placeholder left in them is unfilled",
+    )
+    parser.add_argument(
+        "--breakpoints",
+        action="store_true",
+        help="the prompt is sent as one block carrying an explicit cache breakpoint "
+        "(Anthropic cache_control, Pipecat enable_prompt_caching): volatile content anywhere "
+        "in it is CB108; Python sources that enable_prompt_caching are detected without it",
     )
     parser.add_argument(
         "--diff",
@@ -186,6 +195,8 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
     except ValueError as e:
         print(f"pipecat-fast lint: {e}", file=err)
         return EXIT_USAGE
+    # Imports between the linted modules resolve, and templates they read from the folders.
+    project = Project.from_paths(paths, roots=[p for p in args.paths if os.path.isdir(p)])
     reports = [
         lint_path(
             p,
@@ -195,14 +206,14 @@ def run(args: argparse.Namespace, out=None, err=None) -> int:
             max_bytes=args.max_bytes,
             encoding=args.encoding,
             table=table,
+            project=project,
+            breakpoints=args.breakpoints,
         )
         for p in paths
     ]
     try:
         _write(reports, args, out)
     except BrokenPipeError:  # `pipecat-fast lint ... | head`: the reader left, not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return _exit_code(reports, args.fail_on)
 

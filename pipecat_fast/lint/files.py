@@ -19,6 +19,7 @@ from loguru import logger
 
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Severity
+from pipecat_fast.lint.js_source import lint_js_source
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
 from pipecat_fast.lint.textmap import TextMap
@@ -30,6 +31,7 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 window); prompt text beyond it is not linted."""
 
 PYTHON_EXTS = {".py", ".pyw"}
+JS_EXTS = {".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts"}
 JSON_EXTS = {".json"}
 TEXT_EXTS = {
     ".txt",
@@ -83,7 +85,7 @@ def _wanted_in_folder(relative: Path) -> bool:
     schema/request), so READMEs and configs are left alone.
     """
     ext = relative.suffix.lower()
-    if ext in PYTHON_EXTS or ext == ".prompt":
+    if ext in PYTHON_EXTS or ext in JS_EXTS or ext == ".prompt":
         return True
     if ext not in TEXT_EXTS | JSON_EXTS:
         return False
@@ -170,16 +172,32 @@ def read_input(path: str, max_bytes: int = DEFAULT_MAX_BYTES, stdin=None) -> tup
         raise ValueError(f"not UTF-8/UTF-16 text (undecodable byte at {e.start}), skipped") from e
 
 
-def _collect_json(node, tools: list, systems: list[str], key: str | None = None) -> None:
+def _blocks(value, cached_default: bool = False) -> list[tuple[str, bool]]:
+    """Text of a system value: a string, or Anthropic content blocks (with cache marks)."""
+    if isinstance(value, str):
+        return [(value, cached_default)]
+    out: list[tuple[str, bool]] = []
+    if isinstance(value, list):
+        for block in value:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                out.append((block["text"], "cache_control" in block or "cachePoint" in block))
+            elif isinstance(block, dict) and "cachePoint" in block and out:
+                out[-1] = (out[-1][0], True)  # Bedrock: a cachePoint after the text
+    return out
+
+
+def _collect_json(node, tools: list, systems: list, key: str | None = None) -> None:
     if isinstance(node, dict):
         role = node.get("role")
-        if role in ("system", "developer") and isinstance(node.get("content"), str):
-            systems.append(node["content"])
+        if role in ("system", "developer"):
+            systems.extend(_blocks(node.get("content")))
         for k, v in node.items():
             if k in TOOL_KEYS and isinstance(v, list):
                 tools.extend(v)
-            elif k in SYSTEM_KEYS and isinstance(v, str):
-                systems.append(v)
+            elif k in SYSTEM_KEYS and (
+                isinstance(v, str) or (k == "system" and isinstance(v, list))
+            ):
+                systems.extend(_blocks(v))
             else:
                 _collect_json(v, tools, systems, k)
     elif isinstance(node, list):
@@ -223,7 +241,7 @@ def lint_json(
     try:
         data = json.loads(raw)
         tools: list = []
-        systems: list[str] = []
+        systems: list[tuple[str, bool]] = []
         _collect_json(data, tools, systems)
     except json.JSONDecodeError as e:
         return [
@@ -239,9 +257,23 @@ def lint_json(
         message = "JSON nested too deeply, not linted"
         return [Finding(rule="CB901", severity=Severity.WARNING, message=message)]
     tools_text = json.dumps(tools, ensure_ascii=False) if tools else ""
-    combined = "\n\n".join(p for p in (tools_text, *systems) if p)
+    parts = [(tools_text, False)] + systems
+    combined = ""
+    breakpoint_at = None
+    for text, cached in parts:
+        if not text:
+            continue
+        combined += ("\n\n" if combined else "") + text
+        if cached:
+            breakpoint_at = len(combined)  # the cached prefix runs up to this block's end
     findings = lint_prompt(
-        combined, provider, model, rendered=rendered, encoding=encoding, table=table
+        combined,
+        provider,
+        model,
+        rendered=rendered,
+        encoding=encoding,
+        table=table,
+        breakpoint_at=breakpoint_at,
     )
     raw_map = TextMap(raw, encoding)
     for f in findings:
@@ -261,10 +293,12 @@ def _is_regular(path: str) -> bool:
 
 
 def kind_of(path: str) -> str:
-    """``"python"``, ``"json"`` or ``"text"`` by file extension."""
+    """``"python"``, ``"js"``, ``"json"`` or ``"text"`` by file extension."""
     ext = Path(path).suffix.lower()
     if ext in PYTHON_EXTS:
         return "python"
+    if ext in JS_EXTS and not path.endswith(".d.ts"):
+        return "js"
     if ext in JSON_EXTS:
         return "json"
     return "text"
@@ -280,6 +314,8 @@ def lint_path(
     encoding: str = tokens.DEFAULT_ENCODING,
     table: dict | None = None,
     stdin=None,
+    project=None,
+    breakpoints: bool = False,
 ) -> FileReport:
     """Lint one input file by its kind; never raises for bad content.
 
@@ -292,6 +328,10 @@ def lint_path(
         encoding: Token encoding.
         table: Minimum-prefix table.
         stdin: Binary stream to read for ``"-"`` (``sys.stdin.buffer`` by default).
+        project: The :class:`~pipecat_fast.lint.project.Project` of every Python file being
+            linted, so imports between them resolve.
+        breakpoints: The prompt (a text file's, a module's system prompt) is sent as one
+            block carrying an explicit cache breakpoint (Anthropic ``cache_control``).
 
     Returns:
         The report; inputs that cannot be linted carry one CB901 finding.
@@ -314,14 +354,32 @@ def lint_path(
         text, truncated = read_input(path, max_bytes, stdin)
     except (OSError, ValueError) as e:
         return skip(str(e) if isinstance(e, ValueError) else f"cannot read: {e}")
-    if truncated and kind == "python":
-        return skip(f"larger than {max_bytes} bytes; Python is parsed whole, raise --max-bytes")
+    if truncated and kind in ("python", "js"):
+        return skip(f"larger than {max_bytes} bytes; code is parsed whole, raise --max-bytes")
     if truncated and kind == "json":
         return skip(f"larger than {max_bytes} bytes; JSON is parsed whole, raise --max-bytes")
     try:
         if kind == "python":
             found = lint_python_source(
-                text, path, provider=provider, model=model, encoding=encoding, table=table
+                text,
+                path,
+                provider=provider,
+                model=model,
+                encoding=encoding,
+                table=table,
+                project=project,
+                breakpoints=True if breakpoints else None,
+            )
+        elif kind == "js":
+            found = lint_js_source(
+                text,
+                path,
+                provider=provider,
+                model=model,
+                encoding=encoding,
+                table=table,
+                project=project,
+                breakpoints=True if breakpoints else None,
             )
         elif kind == "json":
             found = lint_json(
@@ -329,7 +387,13 @@ def lint_path(
             )
         else:
             found = lint_prompt(
-                text, provider, model, rendered=rendered, encoding=encoding, table=table
+                text,
+                provider,
+                model,
+                rendered=rendered,
+                encoding=encoding,
+                table=table,
+                breakpoint_at=len(text) if breakpoints else None,
             )
     except Exception as e:  # one file's bad luck never stops the run
         logger.exception(f"lint: {path}: internal error")
@@ -340,6 +404,6 @@ def lint_path(
     if truncated:
         report.truncated = True
         skip(f"only the first {max_bytes} bytes were linted", Severity.INFO)
-    if kind == "python" and not report.linted:
+    if kind in ("python", "js") and not report.linted:
         report.kind = "skipped"
     return report

@@ -37,16 +37,25 @@ class Severity(IntEnum):
 
 
 class Frequency(IntEnum):
-    """How often a value changes; higher changes more often (busts the cache more)."""
+    """How often a value changes; higher changes more often (busts the cache more).
+
+    Clock values sit where their resolution puts them: a date (``%A, %B %d``) changes once
+    a day, ``%H`` once an hour, ``%H:%M`` once a minute (more often than a value fixed for
+    a whole session of a few minutes), seconds and finer on every request.
+    """
 
     PROCESS = 1
     """Once per process start: computed at import time, set iteration order, glob order."""
     DAY = 2
     """Once per calendar day: a date without a time of day."""
-    SESSION = 3
+    HOUR = 3
+    """Once per hour: a clock value rendered to the hour (``%H``, ``now.hour``)."""
+    SESSION = 4
     """Once per call/session: caller data, a session id, an article fetched at call start."""
-    REQUEST = 4
-    """On every LLM request: a timestamp, a random value, the conversation history."""
+    MINUTE = 5
+    """Once per minute: a clock value rendered to the minute (``%H:%M``)."""
+    REQUEST = 6
+    """On every LLM request: a timestamp to the second or finer, a random value, history."""
 
     @property
     def label(self) -> str:
@@ -54,9 +63,20 @@ class Frequency(IntEnum):
         return {
             Frequency.PROCESS: "per process start",
             Frequency.DAY: "per day",
+            Frequency.HOUR: "per hour",
             Frequency.SESSION: "per session",
+            Frequency.MINUTE: "per minute",
             Frequency.REQUEST: "per request",
         }[self]
+
+    @property
+    def misses_per_day(self) -> int | None:
+        """Cache misses a day the change costs one prompt variant on a busy line.
+
+        ``None`` where the count follows the traffic (per session, per request) or is
+        not per day at all (per process start).
+        """
+        return {Frequency.DAY: 1, Frequency.HOUR: 24, Frequency.MINUTE: 1440}.get(self)
 
 
 class Position(StrEnum):
@@ -83,6 +103,12 @@ SEVERITY_GRID: dict[tuple[Frequency, Position], Severity] = {
     (Frequency.REQUEST, Position.EARLY): Severity.ERROR,
     (Frequency.REQUEST, Position.MIDDLE): Severity.WARNING,
     (Frequency.REQUEST, Position.LATE): Severity.INFO,
+    (Frequency.MINUTE, Position.EARLY): Severity.ERROR,
+    (Frequency.MINUTE, Position.MIDDLE): Severity.WARNING,
+    (Frequency.MINUTE, Position.LATE): Severity.INFO,
+    (Frequency.HOUR, Position.EARLY): Severity.WARNING,
+    (Frequency.HOUR, Position.MIDDLE): Severity.WARNING,
+    (Frequency.HOUR, Position.LATE): Severity.INFO,
     (Frequency.SESSION, Position.EARLY): Severity.ERROR,
     (Frequency.SESSION, Position.MIDDLE): Severity.WARNING,
     (Frequency.SESSION, Position.LATE): Severity.INFO,
@@ -190,6 +216,15 @@ RULES: dict[str, Rule] = {
             "superset and gate calls in code, or accept a cache miss at every swap.",
         ),
         Rule(
+            "CB108",
+            "volatile-breakpoint-block",
+            "Volatile content sits inside the block that carries an explicit cache breakpoint "
+            "(Anthropic cache_control, Bedrock cachePoint, Pipecat enable_prompt_caching): the "
+            "block is written to cache on every change and read only while it stays identical.",
+            "Split the block: the static text in a block that keeps the breakpoint, the "
+            "volatile part in a separate block (or the latest user message) after it.",
+        ),
+        Rule(
             "CB201",
             "unfilled-placeholder",
             "A template placeholder ships to the model literally (never filled).",
@@ -223,7 +258,9 @@ RULES: dict[str, Rule] = {
 
 RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES.values()}
 
-VOLATILE_RULES: frozenset[str] = frozenset({"CB101", "CB102", "CB103", "CB104", "CB105", "CB106"})
+VOLATILE_RULES: frozenset[str] = frozenset(
+    {"CB101", "CB102", "CB103", "CB104", "CB105", "CB106", "CB108"}
+)
 """Rules that report volatile content in the prefix (the early-dynamic family)."""
 
 

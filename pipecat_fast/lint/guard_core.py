@@ -145,6 +145,13 @@ def flat_copy(message: Any) -> Any:
     return message
 
 
+def _flat_text(message: Any) -> str | None:
+    """``role: ...`` lines for a plain chat message (no JSON escaping of a long content)."""
+    if not isinstance(message, dict) or not all(isinstance(v, _FLAT) for v in message.values()):
+        return None
+    return "\n".join(f"{k}: {v}" for k, v in message.items())
+
+
 class _PartCache:
     """Serialized prefix parts of the last request, reused when a value has not changed.
 
@@ -180,7 +187,8 @@ class _PartCache:
                 if old is not None and isinstance(value, dict) and value == old:
                     text = self.texts[i]
             if text is None:
-                text = serialize(value)
+                text = _flat_text(value) if kind == "message" else None
+                text = serialize(value) if text is None else text
             kept = flat_copy(value) if kind == "message" else None
             new_values.append(kept if kept is not value else None)
             parts.append(PrefixPart(kind, text))

@@ -43,6 +43,69 @@ def volatile_message(
     )
 
 
+def breakpoint_cost(frequency: Frequency) -> str:
+    """What volatile content inside the block with the cache breakpoint costs."""
+    if frequency >= Frequency.MINUTE:
+        return (
+            "every request writes the block to cache (1.25x the input price for 5 minutes, "
+            "2x for 1 hour) and none reads it: caching costs more than no caching, even when "
+            "the value sits at the block's very end"
+        )
+    if frequency == Frequency.SESSION:
+        return (
+            "each session writes the whole block anew and no session reads the static part "
+            "another one wrote, wherever in the block the value sits"
+        )
+    per_day = frequency.misses_per_day or 1
+    return (
+        f"the whole block is written again each time it changes (about {per_day:,} "
+        f"time{'s' if per_day > 1 else ''} a day), wherever in the block the value sits"
+    )
+
+
+BREAKPOINT_FIX = (
+    "Split the block: keep the static text in the block with the breakpoint and send the "
+    "volatile part as a separate block after it (no cache_control), or in the latest user "
+    "message; with Pipecat's enable_prompt_caching, put it in a message rather than the "
+    "system prompt."
+)
+
+
+def breakpoint_finding(f: Finding, breakpoint_at: int) -> Finding | None:
+    """CB108 for a volatile finding that sits before the last cache breakpoint."""
+    if (
+        f.rule not in VOLATILE_RULES
+        or f.frequency is None
+        or f.frequency <= Frequency.PROCESS
+        or f.char_offset is None
+        or f.char_offset >= breakpoint_at
+    ):
+        return None
+    if "looks like data" in f.message:
+        return None  # not confident it changes at all
+    severity = grade(f.frequency, Position.EARLY)
+    if severity < Severity.WARNING:
+        return None
+    return Finding(
+        rule="CB108",
+        severity=severity,
+        message=(
+            f"`{f.evidence}` (changes {f.frequency.label}) is inside the block that carries "
+            f"the cache breakpoint: {breakpoint_cost(f.frequency)}."
+        ),
+        char_offset=f.char_offset,
+        char_end=f.char_end,
+        token_offset=f.token_offset,
+        line=f.line,
+        col=f.col,
+        fix=BREAKPOINT_FIX,
+        frequency=f.frequency,
+        position=Position.EARLY,
+        evidence=f.evidence,
+        estimated=f.estimated,
+    )
+
+
 def below_minimum_message(static_tokens: int, minimum: PrefixMinimum, what: str) -> str:
     """Message for CB301."""
     model = f" {minimum.model}" if minimum.model else ""
@@ -112,6 +175,7 @@ def lint_prompt(
     tools_tokens: int = 0,
     encoding: str = tokens.DEFAULT_ENCODING,
     table: dict | None = None,
+    breakpoint_at: int | None = None,
 ) -> list[Finding]:
     """Lint one prompt for prefix-cache busters.
 
@@ -128,6 +192,10 @@ def lint_prompt(
         encoding: Token encoding for offsets (``o200k_base`` default).
         table: Minimum-prefix table (``pipecat_fast.providers.load_table``); the bundled
             one by default.
+        breakpoint_at: Character offset of the last explicit cache breakpoint (the end of
+            the block carrying Anthropic's ``cache_control``; ``len(text)`` when the whole
+            prompt is one such block, as Pipecat's ``enable_prompt_caching`` sends it).
+            Volatile content before it is also reported as CB108, wherever it sits.
 
     Returns:
         Findings sorted by character offset. Empty or whitespace-only text has none.
@@ -143,6 +211,9 @@ def lint_prompt(
         return []
     tm = TextMap(text, encoding)
     findings = [_span_finding(s, tm, tools_tokens) for s in detect(text, rendered=rendered)]
+    if breakpoint_at is not None:
+        blocks = [breakpoint_finding(f, breakpoint_at) for f in findings]
+        findings.extend(b for b in blocks if b is not None)
     findings.sort(key=lambda f: (f.char_offset or 0, -f.severity))
     if minimum is not None and minimum.tokens > 0:
         cut = next(

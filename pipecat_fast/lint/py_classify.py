@@ -1,42 +1,61 @@
 """Which volatile sources feed a Python expression: clock, random, caller, fetched, history.
 
 ``classify(expr)`` walks the expression and the names it reads (through
-:class:`~pipecat_fast.lint.py_index.ModuleIndex`) and returns :class:`Source` objects: what
-changes, how often the value itself changes, and where it is computed.
+:class:`~pipecat_fast.lint.py_index.ModuleIndex`, across modules of a
+:class:`~pipecat_fast.lint.project.Project`) and returns :class:`Source` objects: what
+changes, how often the value itself changes, and where it is computed. Calls to functions
+the linted code defines are followed into their ``return`` (with the call's arguments bound
+to the parameters), so a clock read inside a helper counts where the helper is called.
 """
 
 from __future__ import annotations
 
 import ast
+import datetime as _dt
+import uuid as _uuid
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pipecat_fast.lint.findings import Frequency, shorten
 from pipecat_fast.lint.py_index import ModuleIndex, Param
 from pipecat_fast.lint.vocab import classify_name, words
 
-MAX_DEPTH = 10
+MAX_DEPTH = 12
 
-_CLOCK_CALLS: dict[str, Frequency] = {
-    "datetime.datetime.now": Frequency.REQUEST,
-    "datetime.datetime.utcnow": Frequency.REQUEST,
-    "datetime.datetime.today": Frequency.REQUEST,
-    "datetime.date.today": Frequency.DAY,
-    "time.time": Frequency.REQUEST,
-    "time.time_ns": Frequency.REQUEST,
-    "time.localtime": Frequency.REQUEST,
-    "time.gmtime": Frequency.REQUEST,
-    "time.ctime": Frequency.REQUEST,
-    "time.asctime": Frequency.REQUEST,
-    "time.monotonic": Frequency.REQUEST,
-    "time.perf_counter": Frequency.REQUEST,
-    "arrow.now": Frequency.REQUEST,
-    "arrow.utcnow": Frequency.REQUEST,
-    "pendulum.now": Frequency.REQUEST,
-    "pendulum.today": Frequency.DAY,
-    "django.utils.timezone.now": Frequency.REQUEST,
+SAMPLE_NOW = _dt.datetime(2026, 12, 1, 9, 41, 7, 123456)
+"""Stands in for the clock when a value's size is needed (``isoformat()`` of it is 26
+characters); any fixed instant gives the same length for a given format."""
+_SAMPLE_EPOCH = 1764582067.123456
+
+_CLOCK_CALLS: dict[str, tuple[Frequency, Any]] = {
+    "datetime.datetime.now": (Frequency.REQUEST, lambda t: t),
+    "datetime.datetime.utcnow": (Frequency.REQUEST, lambda t: t),
+    "datetime.datetime.today": (Frequency.REQUEST, lambda t: t),
+    "datetime.date.today": (Frequency.DAY, lambda t: t.date()),
+    "time.time": (Frequency.REQUEST, lambda t: t.timestamp()),
+    "time.time_ns": (Frequency.REQUEST, lambda t: int(t.timestamp() * 1e9)),
+    "time.localtime": (Frequency.REQUEST, None),
+    "time.gmtime": (Frequency.REQUEST, None),
+    "time.ctime": (Frequency.REQUEST, lambda t: t.ctime()),
+    "time.asctime": (Frequency.REQUEST, lambda t: t.ctime()),
+    "time.monotonic": (Frequency.REQUEST, lambda t: t.timestamp() - 1.7e9),
+    "time.perf_counter": (Frequency.REQUEST, lambda t: t.timestamp() - 1.7e9),
+    "arrow.now": (Frequency.REQUEST, lambda t: t),
+    "arrow.utcnow": (Frequency.REQUEST, lambda t: t),
+    "pendulum.now": (Frequency.REQUEST, lambda t: t),
+    "pendulum.today": (Frequency.DAY, lambda t: t.date()),
+    "django.utils.timezone.now": (Frequency.REQUEST, lambda t: t),
 }
+"""Clock reads: how often each changes, and its value as a function of the instant."""
 _RANDOM_MODULES = ("random", "secrets", "numpy.random")
 _RANDOM_CALLS = {"uuid.uuid1", "uuid.uuid4", "os.urandom", "shortuuid.uuid", "nanoid.generate"}
+_SEEDABLE = {"random.Random", "numpy.random.default_rng", "numpy.random.RandomState"}
+"""Generator constructors: deterministic when seeded with a constant."""
+_RANDOM_SAMPLES: dict[str, Any] = {
+    "uuid.uuid1": _uuid.UUID("3f2b8c1e-7d4a-11ef-9e2f-5a6b7c8d9e0f"),
+    "uuid.uuid4": _uuid.UUID("3f2b8c1e-7d4a-4c1b-9e2f-5a6b7c8d9e0f"),
+    "random.random": 0.8444218515250481,
+}
 _UNORDERED_CALLS = {"glob.glob", "glob.iglob", "os.listdir", "os.scandir", "os.walk"}
 _UNORDERED_METHODS = {"iterdir", "rglob", "glob", "listdir"}
 _FETCH_CALLS = (
@@ -46,16 +65,100 @@ _FETCH_CALLS = (
     "aiohttp.",
 )
 _PASS_THROUGH_METHODS = {"strip", "lstrip", "rstrip", "lower", "upper", "title", "capitalize"}
+_FETCH_NAME_WORDS = {
+    "fetch",
+    "scrape",
+    "crawl",
+    "download",
+    "article",
+    "search",
+    "retrieve",
+    "urlopen",
+    "browse",
+}
+_CLOCK_NAME_WORDS = {"now", "today", "timestamp", "utcnow", "current"}
+"""An unresolved call counts as a clock read by its name only with one of these words."""
+_KNOWN_LIBRARIES = {
+    "datetime",
+    "time",
+    "typing",
+    "os",
+    "sys",
+    "json",
+    "re",
+    "random",
+    "uuid",
+    "pathlib",
+    "enum",
+    "dataclasses",
+    "collections",
+    "functools",
+    "itertools",
+    "logging",
+    "asyncio",
+    "pydantic",
+    "loguru",
+    "pipecat",
+    "livekit",
+    "openai",
+    "anthropic",
+    "google",
+    "dotenv",
+}
+"""Names imported from these are never guessed from their spelling (``datetime``...)."""
 
-_TIME_DIRECTIVES = set("HIMSfpXcTRsrk")
-_DAY_DIRECTIVES = set("daAjxDFeuwUWVG")
+_SECOND_DIRECTIVES = set("SfXcTsrk")
+_MINUTE_DIRECTIVES = set("MR")
+_HOUR_DIRECTIVES = set("HIpl")
+_DAY_DIRECTIVES = set("daAjxDFeuwUWV")
+
+_ATTR_GRANULARITY = {
+    "second": Frequency.REQUEST,
+    "microsecond": Frequency.REQUEST,
+    "tm_sec": Frequency.REQUEST,
+    "minute": Frequency.MINUTE,
+    "tm_min": Frequency.MINUTE,
+    "hour": Frequency.HOUR,
+    "tm_hour": Frequency.HOUR,
+    "day": Frequency.DAY,
+    "tm_mday": Frequency.DAY,
+    "tm_wday": Frequency.DAY,
+    "tm_yday": Frequency.DAY,
+    "month": Frequency.PROCESS,
+    "year": Frequency.PROCESS,
+    "tm_mon": Frequency.PROCESS,
+    "tm_year": Frequency.PROCESS,
+}
+_METHOD_GRANULARITY = {
+    "date": Frequency.DAY,
+    "weekday": Frequency.DAY,
+    "isoweekday": Frequency.DAY,
+    "toordinal": Frequency.DAY,
+    "timetuple": Frequency.REQUEST,
+    "time": Frequency.REQUEST,
+    "timestamp": Frequency.REQUEST,
+    "ctime": Frequency.REQUEST,
+    "astimezone": Frequency.REQUEST,
+}
+_TIMESPEC = {
+    "hours": Frequency.HOUR,
+    "minutes": Frequency.MINUTE,
+    "seconds": Frequency.REQUEST,
+    "milliseconds": Frequency.REQUEST,
+    "microseconds": Frequency.REQUEST,
+    "auto": Frequency.REQUEST,
+}
 
 
 def strftime_frequency(fmt: str) -> Frequency:
-    """How often a ``strftime`` format's output changes: time of day, day, or coarser."""
+    """How often a ``strftime`` format's output changes: every second, minute, hour, day."""
     directives = {fmt[i + 1] for i in range(len(fmt) - 1) if fmt[i] == "%"}
-    if directives & _TIME_DIRECTIVES:
+    if directives & _SECOND_DIRECTIVES:
         return Frequency.REQUEST
+    if directives & _MINUTE_DIRECTIVES:
+        return Frequency.MINUTE
+    if directives & _HOUR_DIRECTIVES:
+        return Frequency.HOUR
     if directives & _DAY_DIRECTIVES:
         return Frequency.DAY
     return Frequency.PROCESS
@@ -68,12 +171,18 @@ class Source:
     Attributes:
         rule: Rule id (``"CB101"``...).
         granularity: How often the value changes when re-evaluated (a date: per day).
-        origin: Node where the value is computed (a call, a parameter, a name).
+        origin: Node where the value is computed (a call, a parameter, a name); for a
+            value computed inside a helper function, the call of that helper.
         what: Short description for messages.
         inside: True when the value sits somewhere inside a larger string whose layout
             is unknown (position within the enclosing hole cannot be told).
         guessed: True when only the name says what the value is (a parameter called
             ``caller_phone``), not the code computing it.
+        sample: A value of the same shape (a ``datetime``, a UUID, a float), when the
+            expression's value *is* this source, so its rendered size is known.
+        root: Where the value is first computed (inside a helper), for deduplication.
+        placeholder: A template placeholder named like a volatile value: graded by what
+            the name says, not by when the template itself is defined.
     """
 
     rule: str
@@ -82,10 +191,23 @@ class Source:
     what: str
     inside: bool = False
     guessed: bool = False
+    sample: Any = None
+    root: ast.AST | None = None
+    placeholder: bool = False
+
+    @property
+    def key(self) -> int:
+        """Identity for deduplication (the node first computing the value)."""
+        return id(self.root if self.root is not None else self.origin)
 
 
 def _inside(sources: list[Source]) -> list[Source]:
-    return [replace(s, inside=True) for s in sources]
+    return [replace(s, inside=True, sample=None) for s in sources]
+
+
+def _plain(sources: list[Source]) -> list[Source]:
+    """The sources of a value derived from these (their own size no longer tells)."""
+    return [replace(s, sample=None) if s.sample is not None else s for s in sources]
 
 
 def _is_literal(node: ast.AST) -> bool:
@@ -96,8 +218,136 @@ def _is_literal(node: ast.AST) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class ClockValue:
+    """A value computed from the clock, as a function of the instant it is read.
+
+    Evaluating it at instants a second, a minute, an hour, half a day and a day apart
+    tells how often the rendered value changes, whatever chain of formatting produced it
+    (``strftime``, ``isoformat()[:10]``, ``.hour``, JavaScript's ``toISOString().slice``).
+    """
+
+    fn: Any
+
+    def at(self, instant: _dt.datetime) -> Any:
+        """The value at ``instant``."""
+        return self.fn(instant)
+
+    def frequency(self) -> Frequency | None:
+        """How often the value changes; ``None`` when it cannot be evaluated."""
+        try:
+            base = self.at(SAMPLE_NOW)
+            for seconds, freq in _PROBES:
+                if self.at(SAMPLE_NOW + _dt.timedelta(seconds=seconds)) != base:
+                    return freq
+        except Exception:  # not a value of the shape the code expects
+            return None
+        return Frequency.PROCESS
+
+
+_BINOPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+
+_PROBES = (
+    (1, Frequency.REQUEST),
+    (60, Frequency.MINUTE),
+    (3600, Frequency.HOUR),
+    (12 * 3600, Frequency.HOUR),
+    (86400, Frequency.DAY),
+)
+
+
+def _apply(sample: Any, fn) -> Any:
+    if sample is None:
+        return None
+    if isinstance(sample, ClockValue):
+        return ClockValue(lambda t, inner=sample.fn: fn(inner(t)))
+    try:
+        return fn(sample)
+    except Exception:  # a sample of the wrong shape: size unknown
+        return None
+
+
+def _clock(sources: list[Source], granularity: Frequency | None, fn=None) -> list[Source]:
+    """Transform clock sources with ``fn``; their granularity follows the new value.
+
+    ``granularity`` is what the transform implies when the value cannot be evaluated.
+    """
+    out = []
+    for s in sources:
+        if s.rule == "CB101":
+            sample = _apply(s.sample, fn) if fn is not None else s.sample
+            derived = sample.frequency() if isinstance(sample, ClockValue) else None
+            if derived is not None:
+                g = derived
+            elif granularity is not None:
+                g = min(s.granularity, granularity)
+            else:
+                g = s.granularity
+            out.append(replace(s, granularity=g, sample=sample))
+        else:
+            out.append(replace(s, sample=None))
+    return out
+
+
+def _constant(node: ast.AST) -> Any:
+    """The value of a literal (numbers, strings, slices of them), else raise ValueError."""
+    if isinstance(node, ast.Slice):
+        parts = [None if p is None else _constant(p) for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_constant(node.operand)
+    if isinstance(node, ast.Constant):
+        return node.value
+    raise ValueError("not a literal")
+
+
+def function_returns(fdef: ast.AST) -> list[ast.AST]:
+    """The values a ``def`` returns (nested functions and classes left out)."""
+    out: list[ast.AST] = []
+    stack = list(getattr(fdef, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            out.append(node.value)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def bind_arguments(fdef: ast.AST, call: ast.Call, skip_self: bool) -> dict[int, ast.AST]:
+    """Map the parameters of ``fdef`` (by ``id`` of their ``ast.arg``) to ``call``'s values."""
+    args = fdef.args  # type: ignore[attr-defined]
+    positional = list(args.posonlyargs) + list(args.args)
+    if skip_self and positional and positional[0].arg in ("self", "cls"):
+        positional = positional[1:]
+    bound: dict[int, ast.AST] = {}
+    defaults = list(args.defaults)
+    for param, default in zip(positional[len(positional) - len(defaults) :], defaults, strict=True):
+        bound[id(param)] = default
+    for param, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if default is not None:
+            bound[id(param)] = default
+    for param, value in zip(positional, call.args, strict=False):
+        if isinstance(value, ast.Starred):
+            break
+        bound[id(param)] = value
+    by_name = {p.arg: p for p in positional + list(args.kwonlyargs)}
+    for kw in call.keywords:
+        if kw.arg and kw.arg in by_name:
+            bound[id(by_name[kw.arg])] = kw.value
+    return bound
+
+
 class Classifier:
-    """Finds volatile sources in expressions of one module.
+    """Finds volatile sources in expressions of one module (and the modules it imports).
 
     Args:
         index: The module index.
@@ -105,6 +355,20 @@ class Classifier:
 
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
+        self.bindings: dict[int, ast.AST] = {}
+        """Parameters bound to call-site arguments while a helper's return is followed."""
+        self.names: dict[str, ast.AST] = {}
+        """Comprehension variables bound to one element while a ``join`` is laid out."""
+        self.resolved_calls: set[int] = set()
+        """Calls whose callee was followed into its definition."""
+
+    def ix(self, node: ast.AST) -> ModuleIndex:
+        """The index of the module ``node`` belongs to."""
+        if self.index.owns(node):
+            return self.index
+        project = self.index.project
+        found = project.index_of(node) if project is not None else None
+        return found or self.index
 
     def classify(self, node: ast.AST | None, depth: int = 0, seen: frozenset = frozenset()):
         """Volatile sources feeding ``node`` (deduplicated by origin)."""
@@ -133,47 +397,60 @@ class Classifier:
                     text_before = text_before or bool(v.value)
                     continue
                 found = c(v, depth, seen)
-                out.extend(_inside(found) if text_before else found)
+                out.extend(_inside(found) if text_before else _plain(found))
                 text_before = True
             return out
         if isinstance(node, ast.FormattedValue):
-            found = c(node.value, depth, seen)
-            spec = node.format_spec
-            if isinstance(spec, ast.JoinedStr) and _is_literal(spec):
-                fmt = "".join(str(v.value) for v in spec.values)
-                found = [
-                    replace(s, granularity=strftime_frequency(fmt)) if s.rule == "CB101" else s
-                    for s in found
-                ]
-            return found
+            return self._formatted(node, depth, seen)
         if isinstance(node, ast.Call):
             return self._call(node, depth, seen)
         if isinstance(node, ast.Await):
-            found = c(node.value, depth, seen)
-            if isinstance(node.value, ast.Call) and not any(s.rule == "CB104" for s in found):
-                name = self.index.dotted(node.value.func) or "call"
-                found.append(
-                    Source("CB104", Frequency.SESSION, node, f"awaited result of {name}()")
-                )
-            return found
+            return self._await(node, depth, seen)
         if isinstance(node, ast.Name):
             return self._name(node, depth, seen)
         if isinstance(node, ast.Attribute):
             return self._attribute(node, depth, seen)
         if isinstance(node, ast.Subscript):
-            found = c(node.value, depth, seen)
+            inner = c(node.value, depth, seen)
+            try:
+                key = _constant(node.slice)
+            except ValueError:
+                key = ValueError
+            if key is not ValueError and any(
+                x.rule == "CB101" and isinstance(x.sample, ClockValue) for x in inner
+            ):
+                # `isoformat()[:10]`, JS `toISOString().slice(0, 10)`: what is kept decides.
+                return _clock(inner, None, lambda v, k=key: v[k])
+            found = _plain(inner)
             key = node.slice
-            if isinstance(key, ast.Constant) and isinstance(key.value, str) and not found:
-                found = self._by_name(key.value, node)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if not found:
+                    found = self._by_name(key.value, node)
+            else:
+                # A record looked up by a per-caller key is per-caller too.
+                found += [s for s in _plain(c(key, depth, seen)) if s.rule != "CB106"]
             return found
         if isinstance(node, ast.BinOp):
             left = c(node.left, depth, seen)
             right = c(node.right, depth, seen)
+            op = _BINOPS.get(type(node.op))
+            for clock_side, other in ((left, node.right), (right, node.left)):
+                if op and clock_side and not (left and right) and isinstance(other, ast.Constant):
+                    if any(isinstance(x.sample, ClockValue) for x in clock_side):
+                        # `time.time() // 3600`: arithmetic with a constant keeps the shape.
+                        first = clock_side is left
+                        fn = (
+                            (lambda v, k=other.value: op(v, k))
+                            if first
+                            else (lambda v, k=other.value: op(k, v))
+                        )
+                        return _clock(clock_side, None, fn)
+            left = _plain(left)
             # Whatever the right operand holds sits after the left one's text.
             return left + _inside(right)
         if isinstance(node, (ast.Set, ast.SetComp)):
             inner = [s for e in ast.iter_child_nodes(node) for s in c(e, depth, seen)]
-            return inner + [
+            return _plain(inner) + [
                 Source("CB106", Frequency.PROCESS, node, "set (iteration order varies)")
             ]
         if isinstance(node, ast.Lambda):
@@ -184,96 +461,319 @@ class Classifier:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.expr, ast.comprehension, ast.keyword)):
                 out.extend(c(child.value if isinstance(child, ast.keyword) else child, depth, seen))
-        return out
+        return _plain(out)
+
+    def _formatted(self, node: ast.FormattedValue, depth: int, seen: frozenset) -> list[Source]:
+        found = self.classify(node.value, depth, seen)
+        if node.conversion != -1:
+            conv = {115: str, 114: repr, 97: ascii}.get(node.conversion, str)
+            found = [replace(s, sample=_apply(s.sample, conv)) for s in found]
+        spec = node.format_spec
+        if spec is None:
+            return found
+        if isinstance(spec, ast.JoinedStr) and _is_literal(spec):
+            fmt = "".join(str(v.value) for v in spec.values)
+            table = strftime_frequency(fmt) if "%" in fmt else None
+            clocks = _clock(
+                [x for x in found if x.rule == "CB101"], table, lambda v, f=fmt: format(v, f)
+            )
+            others = [
+                replace(x, sample=_apply(x.sample, lambda v, f=fmt: format(v, f)))
+                for x in found
+                if x.rule != "CB101"
+            ]
+            return clocks + others
+        return _plain(found)
+
+    def _await(self, node: ast.Await, depth: int, seen: frozenset) -> list[Source]:
+        found = _plain(self.classify(node.value, depth, seen))
+        call = node.value
+        if (
+            isinstance(call, ast.Call)
+            and id(call) not in self.resolved_calls
+            and not any(s.rule in ("CB103", "CB104") for s in found)
+        ):
+            name = self.ix(call).dotted(call.func) or "call"
+            guess = classify_name(name.rsplit(".", 1)[-1])
+            if guess and guess[0] == "CB103":
+                found.append(
+                    Source("CB103", Frequency.SESSION, node, f"record looked up by {name}()")
+                )
+            else:
+                found.append(
+                    Source("CB104", Frequency.SESSION, node, f"awaited result of {name}()")
+                )
+        return found
 
     # -- names ------------------------------------------------------------------------
 
-    def _by_name(self, name: str, origin: ast.AST) -> list[Source]:
-        guess = classify_name(name)
+    def _by_name(self, name: str, origin: ast.AST, placeholder: bool = False) -> list[Source]:
+        guess = classify_name(name, constant=not placeholder)
         if guess is None:
             return []
         rule, freq, _noun = guess
-        return [Source(rule, freq, origin, name, guessed=True)]
+        return [Source(rule, freq, origin, name, guessed=True, placeholder=placeholder)]
 
     def _values(self, values, name: str, origin, depth, seen) -> list[Source]:
         found: list[Source] = []
         literal = False
         for v in values:
             if isinstance(v, Param):
-                found.extend(self._by_name(v.arg.arg, v.arg))
+                bound = self.bindings.get(id(v.arg))
+                if bound is not None:
+                    found.extend(self.classify(bound, depth, seen))
+                else:
+                    found.extend(self._by_name(v.arg.arg, v.arg))
                 continue
+            if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # a function or class object, not text
             literal = literal or _is_literal(v)
             found.extend(self.classify(v, depth, seen))
-        if not found and not literal:
+        if (
+            not found
+            and not literal
+            and not any(
+                isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for v in values
+            )
+        ):
             found = self._by_name(name, origin)
-        return found
+        return found if len(values) <= 1 else _plain(found)
+
+    def imported_value(self, node: ast.Name) -> ast.AST | None:
+        """The value an imported name has in another module of the project, if any."""
+        ix = self.ix(node)
+        if ix.project is None or node.id not in ix.imported:
+            return None
+        try:
+            return ix.project.resolve_import(ix, node.id)[1]
+        except LookupError:
+            return None
+
+    def module_attribute(self, node: ast.Attribute) -> ast.AST | None:
+        """``mod.NAME`` where ``mod`` is a module of the project: the value of ``NAME``."""
+        if not isinstance(node.value, ast.Name):
+            return None
+        ix = self.ix(node)
+        imported = ix.imported.get(node.value.id)
+        if ix.project is None or imported is None or imported.name is not None:
+            return None
+        from pipecat_fast.lint.project import top_level_value
+
+        path = ix.project._module_path(ix, imported)  # noqa: SLF001 - same package
+        target = ix.project.index(path) if path else None
+        return top_level_value(target, node.attr) if target is not None else None
 
     def _name(self, node: ast.Name, depth: int, seen: frozenset) -> list[Source]:
-        values = self.index.resolve_name(node)
-        if not values and node.id in self.index.imports:
-            return []
-        return self._values(values, node.id, node, depth, seen)
+        if node.id in self.names:
+            return self.classify(self.names[node.id], depth, seen)
+        ix = self.ix(node)
+        values = ix.resolve_name(node)
+        if not values and node.id in ix.imports:
+            value = self.imported_value(node)
+            if value is not None:
+                if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    return []
+                return self.classify(value, depth, seen)
+            imported = ix.imported.get(node.id)
+            module = imported.module.split(".")[0] if imported else ""
+            if module in _KNOWN_LIBRARIES or not module:
+                return []
+            return self._by_name(node.id, node)
+        found = self._updated(node, node.id, self._values(values, node.id, node, depth, seen))
+        if values and not isinstance(values[-1], Param):
+            # A list grown with append/extend carries what was added to it.
+            line = getattr(values[-1], "lineno", 0)
+            for grow in ix.growth_of(node, line):
+                added = grow.value if isinstance(grow, ast.AugAssign) else grow
+                args = added.args if isinstance(added, ast.Call) else [added]
+                found = _plain(found) + [s for a in args for s in self.classify(a, depth, seen)]
+        for shuffle in ix.shuffles_of(node)[-1:]:
+            found = _plain(found) + [
+                Source("CB102", Frequency.REQUEST, shuffle, f"`{node.id}` shuffled in place")
+            ]
+        return found
+
+    def _updated(self, node: ast.AST, name: str, found: list[Source]) -> list[Source]:
+        """Add the state a ``+=`` in a function keeps changing (a round counter, a score)."""
+        ix = self.ix(node)
+        updates = [u for u in ix.updates_of(node) if ix.function_of(u) is not None]
+        if not updates or any(s.rule in ("CB101", "CB102") for s in found):
+            return found
+        guess = classify_name(name)
+        rule = guess[0] if guess and guess[0] in ("CB103", "CB105") else "CB103"
+        last = updates[-1]
+        what = f"{name}, updated at line {last.lineno} in {ix.function_name(last)}()"
+        kept = [s for s in _plain(found) if s.rule != rule]
+        return kept + [Source(rule, Frequency.REQUEST, last, what)]
 
     def _attribute(self, node: ast.Attribute, depth: int, seen: frozenset) -> list[Source]:
+        ix = self.ix(node)
         if isinstance(node.value, ast.Name) and node.value.id == "self":
-            values = self.index.resolve_self_attr(node)
+            values = ix.resolve_self_attr(node)
             found = self._values(values, node.attr, node, depth, seen)
+            found = self._updated(node, node.attr, found)
             return found if len(values) <= 1 else _inside(found)
+        value = self.module_attribute(node)
+        if value is not None:
+            return self.classify(value, depth, seen)
         receiver_words = words(ast.unparse(node.value))
         if node.attr == "messages" and ("context" in receiver_words or "ctx" in receiver_words):
             return [Source("CB105", Frequency.REQUEST, node, "context messages")]
         base = self.classify(node.value, depth, seen)
-        clock = {"hour": Frequency.SESSION, "minute": Frequency.REQUEST}
-        coarse = {"day": Frequency.DAY, "year": Frequency.PROCESS, "month": Frequency.PROCESS}
-        adjust = clock | coarse
-        if node.attr in adjust:
-            base = [
-                replace(s, granularity=min(s.granularity, adjust[node.attr]))
-                if s.rule == "CB101"
-                else s
-                for s in base
-            ]
-        if not base and not self.index.is_imported(node):
+        if node.attr in _ATTR_GRANULARITY:
+            return _clock(base, _ATTR_GRANULARITY[node.attr], lambda v, a=node.attr: getattr(v, a))
+        if not base and not ix.is_imported(node):
             base = self._by_name(node.attr, node)
-        return base
+        return _plain(base)
 
     # -- calls ------------------------------------------------------------------------
 
+    def _function_result(
+        self, fdef: ast.AST, call: ast.Call, depth: int, seen: frozenset, skip_self: bool
+    ) -> list[Source]:
+        """Sources of what a call of a ``def`` the code defines returns."""
+        if id(fdef) in seen:
+            return []
+        self.resolved_calls.add(id(call))
+        saved = self.bindings
+        self.bindings = {**saved, **bind_arguments(fdef, call, skip_self)}
+        try:
+            returns = function_returns(fdef)
+            found = [s for r in returns for s in self.classify(r, depth, seen | {id(fdef)})]
+        finally:
+            self.bindings = saved
+        name = getattr(fdef, "name", "function")
+        fix = self.ix(fdef)
+        out = []
+        for s in found:
+            if self._within(fix, s.origin, fdef):
+                # Computed when the helper runs: graded where it is called.
+                s = replace(
+                    s,
+                    origin=call,
+                    root=s.root if s.root is not None else s.origin,
+                    what=f"{name}() -> {s.what}",
+                )
+            out.append(s)
+        return out if len(returns) <= 1 else _plain(out)
+
+    @staticmethod
+    def _within(index: ModuleIndex, node: ast.AST, ancestor: ast.AST) -> bool:
+        cur: ast.AST | None = node
+        while cur is not None:
+            if cur is ancestor:
+                return True
+            cur = index.parent.get(cur)
+        return False
+
+    def class_of_value(self, node: ast.AST) -> ast.ClassDef | None:
+        """The class of the object an expression holds, when it is built by ``Cls(...)``."""
+        value: ast.AST | None = node
+        for _ in range(4):
+            if isinstance(value, ast.Call):
+                func = value.func
+                found: ast.AST | None = None
+                if isinstance(func, ast.Name):
+                    ix = self.ix(func)
+                    found = None if ix.resolve_name(func) else ix.resolve_function(func)
+                    if found is None and func.id in ix.imports:
+                        found = self.imported_value(func)
+                elif isinstance(func, ast.Attribute):
+                    found = self.module_attribute(func)
+                return found if isinstance(found, ast.ClassDef) else None
+            if isinstance(value, ast.Name):
+                values = self.ix(value).resolve_name(value)
+                value = values[0] if len(values) == 1 and not isinstance(values[0], Param) else None
+            elif (
+                isinstance(value, ast.Attribute)
+                and isinstance(value.value, ast.Name)
+                and value.value.id == "self"
+            ):
+                values = self.ix(value).resolve_self_attr(value)
+                value = values[0] if len(values) == 1 else None
+            else:
+                return None
+        return None
+
+    def _callee(self, node: ast.Call) -> tuple[ast.AST | None, bool]:
+        """The ``def`` a call invokes when the linted code defines it: ``(def, is_method)``."""
+        func = node.func
+        ix = self.ix(node)
+        if isinstance(func, ast.Name):
+            if ix.resolve_name(func):
+                return None, False
+            fdef = ix.resolve_function(func)
+            if fdef is None and func.id in ix.imports:
+                fdef = self.imported_value(func)
+            if isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return fdef, False
+            return None, False
+        if isinstance(func, ast.Attribute):
+            if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+                fdef = ix.resolve_method(func)
+                if isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return fdef, True
+                return None, False
+            fdef = self.module_attribute(func)
+            if isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return fdef, False
+            cls = self.class_of_value(func.value)
+            if cls is not None:
+                for stmt in cls.body:
+                    if (
+                        isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and stmt.name == func.attr
+                    ):
+                        return stmt, True
+        return None, False
+
     def _call(self, node: ast.Call, depth: int, seen: frozenset) -> list[Source]:
         c = self.classify
+        ix = self.ix(node)
         func = node.func
-        dotted = self.index.dotted(func) or ""
-        explicit = self.index.is_imported(func) or dotted.count(".") >= 1
+        dotted = ix.dotted(func) or ""
+        explicit = ix.is_imported(func) or dotted.count(".") >= 1
         what = shorten(ast.unparse(node), 50)
+        args = list(node.args) + [k.value for k in node.keywords]
         if explicit:
-            for name, freq in _CLOCK_CALLS.items():
+            for name, (freq, probe) in _CLOCK_CALLS.items():
                 if dotted == name or ("." in dotted and name.endswith("." + dotted)):
-                    return [Source("CB101", freq, node, what)]
+                    sample = ClockValue(probe) if probe is not None else None
+                    return [Source("CB101", freq, node, what, sample=sample)]
             if dotted in ("time.strftime",) and node.args:
                 fmt = node.args[0]
-                freq = (
-                    strftime_frequency(fmt.value)
-                    if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str)
-                    else Frequency.REQUEST
-                )
-                return [Source("CB101", freq, node, what)]
+                if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
+                    freq = strftime_frequency(fmt.value)
+                    sample = ClockValue(lambda t, f=fmt.value: t.strftime(f))
+                else:
+                    freq, sample = Frequency.REQUEST, None
+                return [Source("CB101", freq, node, what, sample=sample)]
             module = dotted.rsplit(".", 1)[0] if "." in dotted else ""
+            if dotted in _SEEDABLE:
+                seeded = bool(node.args) and all(isinstance(a, ast.Constant) for a in node.args)
+                return [] if seeded else [Source("CB102", Frequency.REQUEST, node, what)]
             if dotted in _RANDOM_CALLS or module in _RANDOM_MODULES:
-                return [Source("CB102", Frequency.REQUEST, node, what)]
+                sample = _RANDOM_SAMPLES.get(dotted)
+                return [Source("CB102", Frequency.REQUEST, node, what, sample=sample)]
             if dotted in _UNORDERED_CALLS:
                 return [Source("CB106", Frequency.PROCESS, node, f"{dotted}() order")]
             if dotted.startswith(_FETCH_CALLS):
                 return [Source("CB104", Frequency.SESSION, node, what)]
         if isinstance(func, ast.Name) and func.id in ("set", "frozenset"):
             inner = [s for a in node.args for s in c(a, depth, seen)]
-            return inner + [Source("CB106", Frequency.PROCESS, node, f"{func.id}() order")]
+            return _plain(inner) + [Source("CB106", Frequency.PROCESS, node, f"{func.id}() order")]
         if isinstance(func, ast.Name) and func.id == "sorted":
-            return [s for a in node.args for s in c(a, depth, seen) if s.rule != "CB106"]
-        args = list(node.args) + [k.value for k in node.keywords]
+            return _plain([s for a in node.args for s in c(a, depth, seen) if s.rule != "CB106"])
+        if isinstance(func, ast.Name) and func.id in ("str", "int", "round", "float") and node.args:
+            conv = {"str": str, "int": int, "round": round, "float": float}[func.id]
+            return [replace(s, sample=_apply(s.sample, conv)) for s in c(node.args[0], depth, seen)]
+        fdef, is_method = self._callee(node)
+        if fdef is not None:
+            return self._function_result(fdef, node, depth, seen, skip_self=is_method)
         # A call through a name or self attribute bound to a lambda/callable value.
         callee: list[Source] = []
         if isinstance(func, ast.Name):
-            for v in self.index.resolve_name(func):
+            for v in ix.resolve_name(func):
                 if not isinstance(v, Param):
                     callee.extend(c(v, depth, seen))
         elif (
@@ -281,62 +781,108 @@ class Classifier:
             and isinstance(func.value, ast.Name)
             and func.value.id == "self"
         ):
-            for v in self.index.resolve_self_attr(func):
+            for v in ix.resolve_self_attr(func):
                 callee.extend(c(v, depth, seen))
         if callee:
-            return callee + [s for a in args for s in c(a, depth, seen)]
+            return _plain(callee + [s for a in args for s in c(a, depth, seen)])
         if dotted.endswith("json.dumps") or dotted == "dumps":
             sort_keys = any(
                 k.arg == "sort_keys" and isinstance(k.value, ast.Constant) and k.value.value
                 for k in node.keywords
             )
             found = [s for a in node.args[:1] for s in c(a, depth, seen)]
-            return [s for s in found if not (sort_keys and s.rule == "CB106")]
+            return _plain([s for s in found if not (sort_keys and s.rule == "CB106")])
         if isinstance(func, ast.Attribute):
-            attr = func.attr
             receiver = c(func.value, depth, seen)
-            if attr == "strftime":
-                fmt = node.args[0] if node.args else None
-                if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
-                    g = strftime_frequency(fmt.value)
-                    receiver = [
-                        replace(s, granularity=g) if s.rule == "CB101" else s for s in receiver
-                    ]
-                return receiver
-            if attr == "date":
-                return [
-                    replace(s, granularity=min(s.granularity, Frequency.DAY))
-                    if s.rule == "CB101"
-                    else s
-                    for s in receiver
-                ]
-            if attr in _UNORDERED_METHODS:
-                return receiver + [Source("CB106", Frequency.PROCESS, node, f".{attr}() order")]
-            if attr == "get_messages":
-                return [Source("CB105", Frequency.REQUEST, node, what)]
-            if attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
-                key = node.args[0].value
-                if isinstance(key, str) and not receiver:
-                    return self._by_name(key, node)
-            if attr in ("format", "format_map", "replace", "join", "substitute"):
-                # Position inside a template the renderer could not lay out is unknown.
-                return receiver + _inside([s for a in args for s in c(a, depth, seen)])
-            if attr in _PASS_THROUGH_METHODS:
-                return receiver
-            found = receiver + [s for a in args for s in c(a, depth, seen)]
+            found = self._method(node, func, receiver, args, depth, seen, what)
+            if found is not None:
+                return found
+            found = _plain(receiver + [s for a in args for s in c(a, depth, seen)])
         else:
-            found = [s for a in args for s in c(a, depth, seen)]
-        name_words = set(words(dotted.rsplit(".", 1)[-1])) if dotted else set()
-        if not any(s.rule == "CB104" for s in found) and name_words & {
-            "fetch",
-            "scrape",
-            "crawl",
-            "download",
-            "article",
-            "search",
-            "retrieve",
-            "urlopen",
-            "browse",
-        }:
-            found.append(Source("CB104", Frequency.SESSION, node, what))
-        return found
+            found = _plain([s for a in args for s in c(a, depth, seen)])
+        return found + self._by_call_name(node, dotted, found, what)
+
+    def _method(self, node, func, receiver, args, depth, seen, what) -> list[Source] | None:
+        """Sources of ``receiver.method(...)`` for methods with a known meaning, else None."""
+        c = self.classify
+        attr = func.attr
+        if attr == "join":
+            # The joined elements are the whole text: where the hole is, they are.
+            return _plain(receiver) + _plain([s for a in args for s in c(a, depth, seen)])
+        if attr in ("format", "format_map", "substitute", "safe_substitute", "render"):
+            # Position inside a template the renderer could not lay out is unknown.
+            return _plain(receiver) + _inside([s for a in args for s in c(a, depth, seen)])
+        clock = any(s.rule == "CB101" for s in receiver)
+        if attr == "strftime":
+            fmt = node.args[0] if node.args else None
+            if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
+                g = strftime_frequency(fmt.value)
+                return _clock(receiver, g, lambda v, f=fmt.value: v.strftime(f))
+            return _plain(receiver)
+        if attr == "isoformat" and clock:
+            spec = next((k.value for k in node.keywords if k.arg == "timespec"), None)
+            spec = spec if spec is not None else (node.args[1] if len(node.args) > 1 else None)
+            timespec = spec.value if isinstance(spec, ast.Constant) else "auto"
+            g = _TIMESPEC.get(str(timespec), Frequency.REQUEST)
+            kw = {} if timespec == "auto" else {"timespec": timespec}
+            return _clock(receiver, g, lambda v, kw=kw: v.isoformat(**kw))
+        if attr == "replace" and clock and node.keywords:
+            zeroed = {k.arg for k in node.keywords if isinstance(k.value, ast.Constant)}
+            g = Frequency.REQUEST
+            if {"second", "microsecond"} <= zeroed:
+                g = Frequency.MINUTE
+            if {"minute", "second", "microsecond"} <= zeroed:
+                g = Frequency.HOUR
+            if {"hour", "minute", "second", "microsecond"} <= zeroed:
+                g = Frequency.DAY
+            try:
+                kw = {k.arg: _constant(k.value) for k in node.keywords if k.arg}
+            except ValueError:
+                return _clock(receiver, g)
+            return _clock(receiver, g, lambda v, k=kw: v.replace(**k))
+        if attr in _METHOD_GRANULARITY and clock:
+            return _clock(receiver, _METHOD_GRANULARITY[attr], lambda v, a=attr: getattr(v, a)())
+        if clock and attr not in ("format", "replace"):
+            try:
+                consts = [_constant(a) for a in node.args]
+                kw = {k.arg: _constant(k.value) for k in node.keywords if k.arg}
+            except ValueError:
+                consts = None
+            if consts is not None and len(kw) == len(node.keywords):
+                # Any other method with literal arguments (`.split("T")`, `.zfill(2)`):
+                # evaluate it on the clock's value.
+                return _clock(
+                    receiver, None, lambda v, a=attr, c=consts, k=kw: getattr(v, a)(*c, **k)
+                )
+        if attr == "replace":
+            return _plain(receiver) + _inside([s for a in args for s in c(a, depth, seen)])
+        if attr in _UNORDERED_METHODS:
+            return _plain(receiver) + [Source("CB106", Frequency.PROCESS, node, f".{attr}() order")]
+        if attr == "get_messages":
+            return [Source("CB105", Frequency.REQUEST, node, what)]
+        if attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
+            key = node.args[0].value
+            if isinstance(key, str) and not receiver:
+                return self._by_name(key, node)
+        if attr in _PASS_THROUGH_METHODS:
+            return [
+                replace(s, sample=_apply(s.sample, lambda v, a=attr: getattr(v, a)()))
+                for s in receiver
+            ]
+        return None
+
+    def _by_call_name(self, node: ast.Call, dotted: str, found: list[Source], what: str):
+        """What an unresolved call's own name says it returns (fetched text, a record...)."""
+        if not dotted:
+            return []
+        name_words = set(words(dotted.rsplit(".", 1)[-1]))
+        out: list[Source] = []
+        if not any(s.rule == "CB104" for s in found) and name_words & _FETCH_NAME_WORDS:
+            out.append(Source("CB104", Frequency.SESSION, node, what))
+        elif not found:
+            guess = classify_name(dotted.rsplit(".", 1)[-1])
+            if guess and guess[0] == "CB103":
+                out.append(Source("CB103", Frequency.SESSION, node, what, guessed=True))
+            elif guess and guess[0] == "CB101" and name_words & _CLOCK_NAME_WORDS:
+                out.append(Source("CB101", guess[1], node, what, guessed=True))
+        return out

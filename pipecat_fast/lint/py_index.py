@@ -2,14 +2,17 @@
 
 Deliberately simple data flow: a local name resolves to its last assignment above the use
 in the same function (then enclosing functions, then the module); ``self.x`` resolves to
-the assignments of ``self.x`` in the enclosing class. Control flow is ignored. What cannot
-be resolved is left to the name heuristics in :mod:`pipecat_fast.lint.vocab`.
+the assignments of ``self.x`` in the enclosing class; a called name to the function it
+defines. Control flow is ignored. A name imported from another module of the linted tree
+resolves there through a :class:`~pipecat_fast.lint.project.Project`. What cannot be
+resolved is left to the name heuristics in :mod:`pipecat_fast.lint.vocab`.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass
 
 from pipecat_fast.lint.findings import Frequency
@@ -25,12 +28,34 @@ PER_REQUEST_FUNCTION = re.compile(
 """Function names whose body runs once per LLM request rather than once per session."""
 
 
+def parse(source: str, filename: str = "<source>", mode: str = "exec") -> ast.AST:
+    """``ast.parse`` without the ``SyntaxWarning``s user code may trigger (bad escapes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(source, filename=filename, mode=mode)
+
+
 @dataclass(frozen=True)
 class Param:
     """A name that resolves to a function parameter."""
 
     arg: ast.arg
     function: ast.AST
+
+
+@dataclass(frozen=True)
+class ImportedName:
+    """Where an imported name comes from: ``from <module> import <name>`` (``level`` dots)."""
+
+    module: str
+    name: str | None
+    level: int = 0
+
+
+_IN_PLACE_ORDER = {"shuffle"}
+"""Methods/functions that reorder a list in place at random (``random.shuffle(x)``)."""
+_IN_PLACE_GROW = {"append", "extend", "insert"}
+_FORMAT_METHODS = {"format", "format_map", "replace", "substitute", "safe_substitute", "render"}
 
 
 class ModuleIndex:
@@ -41,8 +66,13 @@ class ModuleIndex:
         source: Its source text (for byte-to-character column conversion).
     """
 
-    def __init__(self, tree: ast.Module, source: str) -> None:
+    def __init__(
+        self, tree: ast.Module, source: str, path: str | None = None, project=None
+    ) -> None:
         self.tree = tree
+        self.path = path
+        self.project = project
+        """The :class:`~pipecat_fast.lint.project.Project` this module belongs to, if any."""
         self.lines = source.splitlines()
         self.parent: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):
@@ -53,6 +83,19 @@ class ModuleIndex:
         # class node -> attribute -> [(function, lineno, value)]
         self.self_assigned: dict[ast.AST, dict[str, list[tuple[ast.AST, int, ast.AST]]]] = {}
         self.imports: dict[str, str] = {}
+        self.imported: dict[str, ImportedName] = {}
+        # scope node -> name -> FunctionDef (methods under their class node)
+        self.defs: dict[ast.AST, dict[str, ast.AST]] = {}
+        # scope node -> name -> [(lineno, call)]: in-place shuffles and list growth
+        self.shuffled: dict[ast.AST, dict[str, list[tuple[int, ast.Call]]]] = {}
+        self.grown: dict[ast.AST, dict[str, list[tuple[int, ast.Call]]]] = {}
+        # class node -> attribute -> [AugAssign]; scope node -> name -> [AugAssign]
+        self.self_augmented: dict[ast.AST, dict[str, list[ast.AugAssign]]] = {}
+        self.augmented: dict[ast.AST, dict[str, list[ast.AugAssign]]] = {}
+        self.formatted_names: set[str] = set()
+        self.formatted_at: dict[str, list[int]] = {}
+        """Lines where each such name is filled."""
+        """Names that some ``X.format(...)``/``.replace``/``Template(X)`` call fills here."""
         self._collect()
 
     # -- collection ---------------------------------------------------------------------
@@ -63,14 +106,98 @@ class ModuleIndex:
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]
                     self.imports[local] = alias.name if alias.asname else local
-            elif isinstance(node, ast.ImportFrom) and node.module:
+                    self.imported[local] = ImportedName(alias.name if alias.asname else local, None)
+            elif isinstance(node, ast.ImportFrom):
                 for alias in node.names:
-                    self.imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            elif isinstance(node, ast.Assign):
+                    local = alias.asname or alias.name
+                    if node.module:
+                        self.imports[local] = f"{node.module}.{alias.name}"
+                    else:
+                        self.imports[local] = alias.name
+                    self.imported[local] = ImportedName(node.module or "", alias.name, node.level)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.defs.setdefault(self.scope_of(node), {})[node.name] = node
+            elif isinstance(node, ast.Call):
+                self._collect_call(node)
+            elif isinstance(node, ast.AugAssign):
+                self._record_augmented(node)
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                if isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):
+                    scope = self.scope_of(node)
+                    self.grown.setdefault(scope, {}).setdefault(node.target.id, []).append(
+                        (node.lineno, node)
+                    )
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if isinstance(item.optional_vars, ast.Name):
+                        self._record(item.optional_vars, item.context_expr, node)
+            if isinstance(node, (ast.For, ast.AsyncFor)):
+                # A loop variable stands for an element: it carries what the iterable holds.
+                for name in ast.walk(node.target):
+                    if isinstance(name, ast.Name):
+                        self._record(name, node.iter, node)
+            if isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._record(target, node.value, node)
             elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 self._record(node.target, node.value, node)
+
+    def _record_augmented(self, node: ast.AugAssign) -> None:
+        target = node.target
+        if isinstance(target, ast.Name):
+            self.augmented.setdefault(self.scope_of(node), {}).setdefault(target.id, []).append(
+                node
+            )
+        elif (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        ):
+            cls = self.class_of(node)
+            if cls is not None:
+                self.self_augmented.setdefault(cls, {}).setdefault(target.attr, []).append(node)
+
+    def updates_of(self, node: ast.AST) -> list[ast.AugAssign]:
+        """``x += ...`` / ``self.x += ...`` statements that update the value ``node`` reads.
+
+        A counter or accumulator updated in a function changes every time it runs.
+        """
+        if isinstance(node, ast.Attribute):
+            cls = self.class_of(node)
+            return [] if cls is None else self.self_augmented.get(cls, {}).get(node.attr, [])
+        if isinstance(node, ast.Name):
+            scope: ast.AST | None = self.scope_of(node)
+            while scope is not None:
+                found = self.augmented.get(scope, {}).get(node.id)
+                if found or node.id in self.assigned.get(scope, {}):
+                    return [u for u in found or [] if isinstance(u.value, ast.expr)]
+                if isinstance(scope, ast.Module):
+                    return []
+                scope = self.scope_of(scope)
+        return []
+
+    def _collect_call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if isinstance(func, ast.Attribute) and name in _FORMAT_METHODS:
+            if isinstance(func.value, ast.Name):
+                self.formatted_names.add(func.value.id)
+                self.formatted_at.setdefault(func.value.id, []).append(node.lineno)
+        if name in ("Template", "from_string") and node.args:
+            if isinstance(node.args[0], ast.Name):
+                self.formatted_names.add(node.args[0].id)
+        if name in _IN_PLACE_ORDER and node.args and isinstance(node.args[0], ast.Name):
+            self.shuffled.setdefault(self.scope_of(node), {}).setdefault(
+                node.args[0].id, []
+            ).append((node.lineno, node))
+        if (
+            name in _IN_PLACE_GROW
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+        ):
+            self.grown.setdefault(self.scope_of(node), {}).setdefault(func.value.id, []).append(
+                (node.lineno, node)
+            )
 
     def _record(self, target: ast.AST, value: ast.AST, stmt: ast.AST) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -182,6 +309,69 @@ class ModuleIndex:
             while isinstance(scope, ast.ClassDef):
                 scope = self.scope_of(scope)
         return []
+
+    def resolve_function(self, node: ast.Name) -> ast.AST | None:
+        """The ``def`` or ``class`` a called name refers to in this module's scopes."""
+        scope: ast.AST | None = self.scope_of(node)
+        while scope is not None:
+            found = self.defs.get(scope, {}).get(node.id)
+            if found is not None:
+                return found
+            if isinstance(scope, ast.Module):
+                return None
+            scope = self.scope_of(scope)
+            while isinstance(scope, ast.ClassDef):
+                scope = self.scope_of(scope)
+        return None
+
+    def resolve_method(self, node: ast.Attribute) -> ast.AST | None:
+        """The ``def`` of ``self.<name>`` in the class enclosing ``node``, or ``None``."""
+        cls = self.class_of(node)
+        return None if cls is None else self.defs.get(cls, {}).get(node.attr)
+
+    def _scoped_calls(self, table: dict, node: ast.Name, after: int = 0) -> list[ast.Call]:
+        scope: ast.AST | None = self.scope_of(node)
+        while scope is not None:
+            names = self.assigned.get(scope, {})
+            calls = table.get(scope, {}).get(node.id, [])
+            if node.id in names or calls:
+                first = scope is self.scope_of(node)
+                return [c for ln, c in calls if ln > after and (not first or ln <= node.lineno)]
+            if isinstance(scope, ast.Module):
+                return []
+            scope = self.scope_of(scope)
+        return []
+
+    def shuffles_of(self, node: ast.Name) -> list[ast.Call]:
+        """In-place random reorderings (``random.shuffle(x)``) of the list ``node`` names."""
+        return self._scoped_calls(self.shuffled, node)
+
+    def growth_of(self, node: ast.Name, assigned_line: int) -> list[ast.AST]:
+        """``x.append(...)``/``x.extend(...)``/``x += [...]`` after ``x`` was assigned."""
+        return self._scoped_calls(self.grown, node, after=assigned_line)
+
+    def in_loop(self, node: ast.AST, outside: ast.AST | None = None) -> bool:
+        """True when ``node`` runs inside a loop (that does not also hold ``outside``)."""
+        cur = self.parent.get(node)
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(cur, (ast.For, ast.AsyncFor, ast.While, ast.comprehension)):
+                held = outside is not None and self._holds(cur, outside)
+                if not held:
+                    return True
+            cur = self.parent.get(cur)
+        return False
+
+    def _holds(self, ancestor: ast.AST, node: ast.AST) -> bool:
+        cur: ast.AST | None = node
+        while cur is not None:
+            if cur is ancestor:
+                return True
+            cur = self.parent.get(cur)
+        return False
+
+    def owns(self, node: ast.AST) -> bool:
+        """True when ``node`` belongs to this module's tree."""
+        return node is self.tree or node in self.parent
 
     def resolve_self_attr(self, node: ast.Attribute) -> list[ast.AST]:
         """Values ``self.<attr>`` may hold at ``node`` within its class."""

@@ -22,20 +22,21 @@ from dataclasses import dataclass
 
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import (
+    LATE_TAIL_TOKENS,
     Finding,
     Frequency,
     Position,
     Severity,
     grade,
-    position_band,
     shorten,
 )
-from pipecat_fast.lint.prompt import below_minimum_message
+from pipecat_fast.lint.prompt import below_minimum_message, breakpoint_cost
 from pipecat_fast.lint.py_classify import Classifier, Source
-from pipecat_fast.lint.py_index import ModuleIndex
-from pipecat_fast.lint.py_render import Hole, Renderer
+from pipecat_fast.lint.py_index import ModuleIndex, parse
+from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
+from pipecat_fast.lint.text_rules import _PLACEHOLDERS as _PLACEHOLDER_PATTERNS
 from pipecat_fast.lint.textmap import TextMap
-from pipecat_fast.lint.vocab import words
+from pipecat_fast.lint.vocab import classify_name, words
 from pipecat_fast.providers.llm import PrefixMinimum, prefix_minimum
 
 SYSTEM_WORDS = {
@@ -64,6 +65,24 @@ SYSTEM_KEYWORDS = {
     "persona",
 }
 MESSAGE_CALLS = {"generate_reply", "say", "add_message", "add_messages", "append"}
+APPENDED_MESSAGE_KEYWORDS = {"task_messages"}
+"""List keywords whose messages join the context after the conversation (Pipecat Flows)."""
+
+
+def message_content(node: ast.AST) -> ast.AST | None:
+    """The ``content`` of a ``{"role": ..., "content": ...}`` literal, else ``None``."""
+    if not isinstance(node, ast.Dict):
+        return None
+    keys = {
+        k.value: v
+        for k, v in zip(node.keys, node.values, strict=True)
+        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+    }
+    if isinstance(keys.get("role"), ast.Constant) and "content" in keys:
+        return keys["content"]
+    return None
+
+
 TOOL_KEYWORDS = {"tools", "functions", "standard_tools"}
 TOOL_RULES = {"CB101", "CB102", "CB106"}
 """What counts in a tool list: an awaited tool list (an MCP server's) is usually stable."""
@@ -87,11 +106,19 @@ class Sink:
         value: The expression.
         slot: ``"system"``, ``"append"`` (``+=`` onto a prompt), ``"message"`` or ``"tools"``.
         label: Where it goes, for messages (``"`system_prompt`"``).
+        name: The name assigned, for ``NAME = ...`` sinks (templates are named).
+        block: True for the text of a content block that carries ``cache_control``.
+        per_turn: For messages: a one-turn instruction (``generate_reply(instructions=)``)
+            sent once and never part of a cached prefix, rather than a message that stays
+            in the context or is a request of its own.
     """
 
     value: ast.AST
     slot: str
     label: str
+    name: str | None = None
+    block: bool = False
+    per_turn: bool = False
 
 
 def _target_name(target: ast.AST) -> str | None:
@@ -139,28 +166,54 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
     sinks: list[Sink] = []
     seen: set[int] = set()
 
-    def add(value: ast.AST | None, slot: str, label: str) -> None:
+    def add(
+        value: ast.AST | None,
+        slot: str,
+        label: str,
+        name: str | None = None,
+        block=False,
+        per_turn=False,
+    ) -> None:
         if value is None or id(value) in seen:
             return
         seen.add(id(value))
-        sinks.append(Sink(value, slot, label))
+        sinks.append(Sink(value, slot, label, name, block, per_turn))
 
+    appended: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            lists = [k.value for k in node.keywords if k.arg in APPENDED_MESSAGE_KEYWORDS]
+            if _call_name(node) in ("add_messages", "extend"):
+                lists += list(node.args[:1])
+            for lst in lists:
+                if isinstance(lst, (ast.List, ast.Tuple)):
+                    appended.add(id(lst))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and id(node) not in appended:
+            contents = [c for e in node.elts if (c := message_content(e)) is not None]
+            if contents and all(
+                message_content(e) is not None or isinstance(e, ast.Starred) for e in node.elts
+            ):
+                # A request (or a context's first messages): graded over all its messages.
+                add(node, "system", "the messages of a request")
+                seen.update(id(c) for c in contents)
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 name = _target_name(t)
                 if name and _names_prompt_text(name):
                     slot = "append" if isinstance(node, ast.AugAssign) else "system"
-                    add(node.value, slot, f"`{shorten(ast.unparse(t), 40)}`")
+                    simple = name if isinstance(t, ast.Name) else None
+                    add(node.value, slot, f"`{shorten(ast.unparse(t), 40)}`", simple)
                 elif name and name in TOOL_KEYWORDS:
                     add(node.value, "tools", f"`{shorten(ast.unparse(t), 40)}`")
         elif isinstance(node, ast.Call):
             call = _call_name(node)
             for kw in node.keywords:
                 if kw.arg in SYSTEM_KEYWORDS:
-                    slot = "message" if call in MESSAGE_CALLS else "system"
-                    add(kw.value, slot, f"`{call}({kw.arg}=...)`")
+                    per_turn = call in MESSAGE_CALLS
+                    slot = "message" if per_turn else "system"
+                    add(kw.value, slot, f"`{call}({kw.arg}=...)`", per_turn=per_turn)
                 elif kw.arg in TOOL_KEYWORDS:
                     add(kw.value, "tools", f"`{call}({kw.arg}=...)`")
         elif isinstance(node, ast.Dict):
@@ -169,6 +222,8 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
                 for k, v in zip(node.keys, node.values, strict=True)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)
             }
+            if "cache_control" in keys and "text" in keys:
+                add(keys["text"], "system", "a text block with `cache_control`", block=True)
             role = keys.get("role")
             if isinstance(role, ast.Constant) and "content" in keys:
                 slot = "system" if role.value == "system" else "message"
@@ -185,11 +240,74 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
     return sinks
 
 
-def _message(src: Source, freq: Frequency, pos: Position, sink: Sink, where: dict) -> str:
+@dataclass(frozen=True)
+class Place:
+    """Where a hole sits in a rendered prompt, in tokens, with what is unknown around it.
+
+    Attributes:
+        before: Known tokens before the hole.
+        after: Known tokens after it.
+        total: Known tokens in the whole prompt.
+        unknown_before: Holes of unknown size before it (names, then count).
+        unknown_after: Holes of unknown size after it.
+    """
+
+    before: int
+    after: int
+    total: int
+    unknown_before: tuple[str, ...] = ()
+    unknown_after: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """True when every part of the prompt around the hole has a known size."""
+        return not self.unknown_before and not self.unknown_after
+
+    def band(self) -> Position | None:
+        """The position band when the known sizes decide it, else ``None``.
+
+        A hole of unknown size counts as at least one token.
+        """
+        b_lo = self.before + len(self.unknown_before)
+        a_lo = self.after + len(self.unknown_after)
+        if not self.unknown_before and self.before <= a_lo:
+            return Position.EARLY
+        if not self.unknown_after and b_lo > self.after:
+            return Position.LATE if self.after < LATE_TAIL_TOKENS else Position.MIDDLE
+        return None
+
+    def describe(self) -> str:
+        """``"token ~26 of ~930"``, with bounds where sizes are unknown."""
+        if self.exact:
+            return f"token ~{self.before} of ~{self.total}"
+        where = (
+            f"token ~{self.before}"
+            if not self.unknown_before
+            else (f"token {self.before}+ (after {_names(self.unknown_before)}, size unknown)")
+        )
+        return f"{where} of at least ~{self.total}"
+
+
+def _names(labels: tuple[str, ...]) -> str:
+    shown = ", ".join(f"`{x}`" for x in labels[:2])
+    return shown + (f" and {len(labels) - 2} more" if len(labels) > 2 else "")
+
+
+def _cost(freq: Frequency) -> str:
+    """``": about 24 cache misses a day per prompt variant"`` for clock granularities."""
+    per_day = freq.misses_per_day
+    if per_day is None:
+        return ""
+    return f": about {per_day:,} cache miss{'es' if per_day > 1 else ''} a day per prompt variant"
+
+
+def _message(
+    src: Source, freq: Frequency, pos: Position, sink: Sink, where: dict, place: Place | None
+) -> str:
     kind = _KIND.get(src.rule, "value")
     kind = f"named like {kind}" if src.guessed else kind
-    head = f"`{src.what}` ({kind}, changes {freq.label})"
-    if sink.slot == "message":
+    head = f"`{src.what}` ({kind}, changes {freq.label}{_cost(freq)})"
+    if sink.slot == "message" and (sink.per_turn or place is None):
         return (
             f"{head} goes into {sink.label} after the system prompt and tools ({pos.value}): "
             "only what follows it is re-prefilled."
@@ -199,15 +317,20 @@ def _message(src: Source, freq: Frequency, pos: Position, sink: Sink, where: dic
             f"{head} feeds the tool list {sink.label}; tools precede the system prompt in the "
             f"cached prefix ({pos.value})."
         )
-    if src.inside or sink.slot == "append":
+    if place is None:
         return (
             f"{head} lands in {sink.label} inside `{where['hole']}`, whose layout is not "
             f"visible here: position unknown, graded {pos.value}."
         )
+    if place.unknown_after:
+        after = f"everything after it (at least ~{place.after} tokens) is"
+    elif place.after:
+        after = f"the ~{place.after} tokens after it are"
+    else:
+        after = "nothing after it is"
     return (
-        f"{head} lands in {sink.label} at token ~{where['before']} of ~{where['total']} "
-        f"({pos.value}): the cached prefix stops there and the ~{where['after']} tokens after "
-        "it are re-prefilled whenever it changes."
+        f"{head} lands in {sink.label} at {place.describe()} ({pos.value}): the cached "
+        f"prefix stops there and {after} re-prefilled whenever it changes."
     )
 
 
@@ -251,6 +374,56 @@ def _tool_swaps(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
     return out
 
 
+def breakpoint_mode(tree: ast.Module) -> str | None:
+    """How the module marks explicit cache breakpoints on the system prompt, if it does.
+
+    Returns:
+        ``"enable_prompt_caching"`` when it turns on Pipecat's prompt caching (Anthropic,
+        Bedrock: the whole system prompt becomes one block with the breakpoint at its end),
+        ``"cache_control"`` when it builds content blocks with ``cache_control`` itself,
+        else ``None``.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "enable_prompt_caching":
+            if isinstance(node.value, ast.Constant) and node.value.value is True:
+                return "enable_prompt_caching"
+        if isinstance(node, ast.Call) and _call_name(node) == "LLMEnablePromptCachingFrame":
+            return "enable_prompt_caching"
+    return None
+
+
+def _placeholder_holes(segments: list, sink: Sink, classifier: Classifier) -> list:
+    """Split a template's literal text at placeholders named like volatile values."""
+    out: list = []
+    anchor = sink.value
+    for seg in segments:
+        if not isinstance(seg, str):
+            out.append(seg)
+            continue
+        spans = []
+        for pattern, _level in _PLACEHOLDER_PATTERNS:
+            for m in pattern.finditer(seg):
+                guess = classify_name(m.group(1).rsplit(".", 1)[-1])
+                if guess is not None:
+                    spans.append((m.start(), m.end(), m.group(), guess))
+        if not spans:
+            out.append(seg)
+            continue
+        spans.sort()
+        pos = 0
+        for start, end, text, (rule, freq, _noun) in spans:
+            if start < pos:
+                continue
+            out.append(seg[pos:start])
+            origin = ast.Constant(value=text)
+            ast.copy_location(origin, anchor)
+            src = Source(rule, freq, origin, text, guessed=True, placeholder=True)
+            out.append(Hole(anchor, [src], None, None))
+            pos = end
+        out.append(seg[pos:])
+    return [s for s in out if not (isinstance(s, str) and not s)]
+
+
 def lint_python_source(
     source: str,
     filename: str = "<source>",
@@ -259,42 +432,52 @@ def lint_python_source(
     model: str | None = None,
     encoding: str = tokens.DEFAULT_ENCODING,
     table: dict | None = None,
+    project=None,
+    breakpoints: bool | None = None,
 ) -> list[Finding]:
     """Lint Python code that builds prompts.
 
     Args:
         source: The module's source text.
-        filename: Name used in the syntax-error message.
+        filename: Its path (names the module in a project, and the syntax-error message).
         provider: Provider for the minimum-prefix check; ``None`` skips it.
         model: Model id for the minimum-prefix table.
         encoding: Token encoding for the estimated offsets.
         table: Minimum-prefix table; the bundled one by default.
+        project: A :class:`~pipecat_fast.lint.project.Project` of the linted tree, so
+            names imported from its other modules resolve there.
+        breakpoints: True when the system prompt is sent as one block carrying an explicit
+            cache breakpoint (Anthropic ``cache_control``); ``None`` tells it from the code
+            (``enable_prompt_caching=True``).
 
     Returns:
         Findings sorted by line. Offsets (``char_offset``/``token_offset``) are estimates
         over the statically rendered prompt (``estimated=True``); ``line``/``col`` point at
-        the source. A file that does not parse yields one CB901 finding.
+        the source. Code that does not parse is linted from what can be recovered (the
+        statements that parse, then the string literals and f-string fields of the rest),
+        with a CB901 note saying so.
 
     Raises:
         ValueError: If ``provider`` is not in the minimum-prefix table.
     """
     minimum = prefix_minimum(provider, model, table)
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse(source, filename=filename)
     except SyntaxError as e:
-        return [
-            Finding(
-                rule="CB901",
-                severity=Severity.WARNING,
-                message=f"does not parse, not linted: {e.msg} (line {e.lineno})",
-                line=e.lineno or 1,
-                col=e.offset or 1,
-            )
-        ]
+        from pipecat_fast.lint.recover import lint_unparsable
+
+        return lint_unparsable(
+            source,
+            filename,
+            e,
+            lambda tree, text: _lint_tree(
+                tree, text, minimum, encoding, filename, project, breakpoints
+            ),
+        )
     except (ValueError, RecursionError, MemoryError) as e:
         return [Finding(rule="CB901", severity=Severity.WARNING, message=f"not linted: {e}")]
     try:
-        return _lint_tree(tree, source, minimum, encoding)
+        return _lint_tree(tree, source, minimum, encoding, filename, project, breakpoints)
     except RecursionError:
         # ast.parse takes deeper nesting than a recursive walk of the tree does: a prompt
         # concatenated from hundreds of literals with `+`.
@@ -302,72 +485,139 @@ def lint_python_source(
         return [Finding(rule="CB901", severity=Severity.WARNING, message=message)]
 
 
+def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | None]:
+    if sink.slot == "message" and sink.per_turn:
+        return Position.LATE, place
+    if sink.slot == "message" and not src.inside:
+        # A message: what precedes it (system, tools, history) is cached; what follows the
+        # value inside the message is not, so the value's place in the message decides,
+        # and a short tail (under one cache increment) is late.
+        if not place.unknown_after and place.after < LATE_TAIL_TOKENS:
+            return Position.LATE, place
+        band = place.band()
+        return (band, place) if band is not None else (Position.MIDDLE, place)
+    if sink.slot == "tools":
+        return Position.EARLY, place
+    if src.inside or sink.slot == "append":
+        return Position.MIDDLE, None
+    band = place.band()
+    return (band, place) if band is not None else (Position.MIDDLE, place)
+
+
 def _lint_tree(
-    tree: ast.Module, source: str, minimum: PrefixMinimum | None, encoding: str
+    tree: ast.Module,
+    source: str,
+    minimum: PrefixMinimum | None,
+    encoding: str,
+    filename: str = "<source>",
+    project=None,
+    breakpoints: bool | None = None,
 ) -> list[Finding]:
-    index = ModuleIndex(tree, source)
+    path = None if filename in ("<source>", "-") else filename
+    index = ModuleIndex(tree, source, path=path, project=project)
+    if project is not None:
+        project.register(index)
     classifier = Classifier(index)
     renderer = Renderer(index, classifier)
-    best: dict[int, Finding] = {}
-    static_prefixes: list[tuple[int, Sink]] = []
+    mode = breakpoint_mode(tree) if breakpoints is None else None
+    if breakpoints:
+        mode = "breakpoints"
+    best: dict[tuple[int, str], Finding] = {}
+    static_prefixes: list[tuple[int, tuple[str, ...], Sink]] = []
+
+    def keep(key: tuple[int, str], finding: Finding) -> None:
+        old = best.get(key)
+        if old is None or (finding.severity, -finding.line) > (old.severity, -old.line):
+            best[key] = finding
+
     for sink in find_sinks(tree):
+        issues_before = set(renderer.issues)
         rendered = renderer.render(sink.value)
-        if sink.slot != "tools" and not _builds_text(sink.value, rendered.segments, index):
+        segments = rendered.segments
+        line = getattr(sink.value, "lineno", 0)
+        if sink.name and any(ln > line for ln in index.formatted_at.get(sink.name, [])):
+            # One step of `prompt = prompt.replace(...)` filled further in later statements:
+            # what it leaves unfilled is not what ships (the last step is checked).
+            for key in set(renderer.issues) - issues_before:
+                del renderer.issues[key]
+        if sink.slot == "system" and sink.name and sink.name not in index.formatted_names:
+            # A template defined here and filled elsewhere (another module, or never in
+            # view): its placeholders say what will go there.
+            segments = _placeholder_holes(segments, sink, classifier)
+        if sink.slot != "tools" and not _builds_text(sink.value, segments, index):
             continue
-        skeleton, holes = rendered.skeleton()
+        skeleton, holes = Rendered(segments).skeleton()
         tm = TextMap(skeleton, encoding)
         total = tm.token_count
-        first_volatile = None
-        for hole, start, end in holes:
-            before = tm.token_at(start)
-            after = max(0, total - tm.token_at(end))
+        first_volatile: tuple[int, tuple[str, ...]] | None = None
+        in_block = sink.block or (mode is not None and sink.slot == "system")
+        for i, (hole, start, end) in enumerate(holes):
+            place = Place(
+                before=tm.token_at(start),
+                after=max(0, total - tm.token_at(end)),
+                total=total,
+                unknown_before=tuple(h.label for h, _s, _e in holes[:i] if h.sample is None),
+                unknown_after=tuple(h.label for h, _s, _e in holes[i + 1 :] if h.sample is None),
+            )
+            at = hole.via if hole.via is not None else hole.node
+            if not index.owns(at):
+                at = sink.value
+            line, col = index.line_col(at)
             for src in hole.sources:
                 if sink.slot == "tools" and src.rule not in TOOL_RULES:
                     continue
-                freq = min(src.granularity, index.eval_frequency(src.origin))
-                if sink.slot == "message":
-                    pos = Position.LATE
-                elif sink.slot == "tools":
-                    pos = Position.EARLY
-                elif src.inside or sink.slot == "append":
-                    pos = Position.MIDDLE
-                else:
-                    pos = position_band(before, after)
+                freq = src.granularity
+                if not src.placeholder:
+                    freq = min(freq, classifier.ix(src.origin).eval_frequency(src.origin))
+                pos, shown = _position(sink, src, place)
                 severity = grade(freq, pos)
                 if severity >= Severity.WARNING and first_volatile is None:
-                    first_volatile = before
-                where = {
-                    "before": before,
-                    "after": after,
-                    "total": total,
-                    "hole": shorten(ast.unparse(hole.node), 40),
-                }
-                line, col = index.line_col(hole.node)
-                message = _message(src, freq, pos, sink, where)
+                    first_volatile = (place.before, place.unknown_before)
+                where = {"hole": shorten(ast.unparse(hole.node), 40)}
+                message = _message(src, freq, pos, sink, where, shown)
                 origin_line = getattr(src.origin, "lineno", line)
-                if origin_line != line:
+                if index.owns(src.origin) and origin_line != line:
                     message += f" (value computed at line {origin_line})"
-                finding = Finding(
-                    rule=src.rule,
-                    severity=severity,
-                    message=message,
-                    char_offset=start,
-                    token_offset=before,
-                    line=line,
-                    col=col,
-                    frequency=freq,
-                    position=pos,
-                    estimated=True,
-                    evidence=shorten(ast.unparse(hole.node), 60),
-                    extra={"origin_line": origin_line, "sink": sink.label},
+                keep(
+                    (src.key, src.rule),
+                    Finding(
+                        rule=src.rule,
+                        severity=severity,
+                        message=message,
+                        char_offset=start,
+                        token_offset=place.before,
+                        line=line,
+                        col=col,
+                        frequency=freq,
+                        position=pos,
+                        estimated=True,
+                        evidence=shorten(ast.unparse(hole.node), 60),
+                        extra={
+                            "origin_line": origin_line,
+                            "sink": sink.label,
+                            "size_known": place.exact,
+                            "total_tokens": place.total,
+                            "tokens_after": place.after,
+                        },
+                    ),
                 )
-                key = id(src.origin)
-                old = best.get(key)
-                if old is None or (finding.severity, -finding.line) > (old.severity, -old.line):
-                    best[key] = finding
-        if sink.slot == "system" and skeleton.strip():
-            static = first_volatile if first_volatile is not None else total
-            static_prefixes.append((static, sink))
+                if in_block and freq > Frequency.PROCESS:
+                    block_severity = grade(freq, Position.EARLY)
+                    if block_severity >= Severity.WARNING:
+                        keep(
+                            (src.key, "CB108"),
+                            _block_finding(src, freq, block_severity, sink, mode or "", line, col),
+                        )
+        if sink.slot == "system" and (skeleton.strip() or holes):
+            static = (
+                first_volatile
+                if first_volatile is not None
+                else (
+                    total,
+                    tuple(h.label for h, _s, _e in holes if h.sample is None),
+                )
+            )
+            static_prefixes.append((static[0], static[1], sink))
     # One finding per place and rule: two sources in one hole read as one problem.
     by_place: dict[tuple[int, int, str], Finding] = {}
     for f in best.values():
@@ -376,7 +626,7 @@ def _lint_tree(
             by_place[k] = f
     findings = list(by_place.values())
     for issue in renderer.issues.values():
-        line, col = index.line_col(issue.node)
+        line, col = index.line_col(issue.node if index.owns(issue.node) else tree)
         findings.append(
             Finding(
                 rule="CB201",
@@ -389,27 +639,76 @@ def _lint_tree(
             )
         )
     findings.extend(_tool_swaps(tree, index))
-    if minimum is not None and minimum.tokens > 0 and static_prefixes:
-        static, sink = max(static_prefixes, key=lambda p: p[0])
-        has_error = any(f.severity >= Severity.ERROR for f in findings)
-        if static < minimum.tokens and not has_error:
-            line, col = index.line_col(sink.value)
-            findings.append(
-                Finding(
-                    rule="CB301",
-                    severity=Severity.WARNING,
-                    message=below_minimum_message(
-                        static, minimum, f"longest static start of a system prompt, {sink.label}"
-                    ),
-                    token_offset=static,
-                    line=line,
-                    col=col,
-                    estimated=True,
-                    extra={"minimum": minimum.tokens, "static_tokens": static},
-                )
-            )
+    findings.extend(_below_minimum(minimum, static_prefixes, findings, index))
     findings.sort(key=lambda f: (f.line, f.col, -f.severity))
     return findings
+
+
+def _block_finding(
+    src: Source, freq: Frequency, severity: Severity, sink: Sink, mode: str, line: int, col: int
+) -> Finding:
+    how = {
+        "enable_prompt_caching": "Pipecat's enable_prompt_caching sends the whole system "
+        "prompt as one block with the cache breakpoint at its end",
+        "cache_control": "this text block carries `cache_control`",
+        "breakpoints": "the system prompt is one block carrying the cache breakpoint",
+    }[mode if not sink.block else "cache_control"]
+    cost = breakpoint_cost(freq)
+    return Finding(
+        rule="CB108",
+        severity=severity,
+        message=(f"`{src.what}` (changes {freq.label}) is inside the cached block: {how}, {cost}."),
+        line=line,
+        col=col,
+        frequency=freq,
+        position=Position.EARLY,
+        estimated=True,
+        evidence=src.what,
+        extra={"sink": sink.label, "mode": mode},
+    )
+
+
+def _below_minimum(minimum, static_prefixes, findings, index) -> list[Finding]:
+    """CB301 for the longest static start of a system prompt, when below the floor."""
+    if minimum is None or minimum.tokens <= 0 or not static_prefixes:
+        return []
+    if any(f.severity >= Severity.ERROR for f in findings):
+        return []  # an early error already says nothing is cached
+    exact = [p for p in static_prefixes if not p[1]]
+    if any(p[0] >= minimum.tokens for p in static_prefixes):
+        return []
+    static, unknown, sink = max(static_prefixes, key=lambda p: (p[0], not p[1]))
+    if exact and max(p[0] for p in exact) >= static:
+        static, unknown, sink = max(exact, key=lambda p: p[0])
+    line, col = index.line_col(sink.value)
+    where = f"longest static start of a system prompt, {sink.label}"
+    if unknown:
+        message = (
+            f"the static prefix ({where}) is at least {static} tokens plus "
+            f"{_names(unknown)} of unknown size: if those stay short, it is below the "
+            f"{minimum.tokens:,}-token minimum for {minimum.provider} and nothing is cached "
+            f"until history pushes the prompt past the floor (source: {minimum.source})."
+        )
+        severity = Severity.INFO
+    else:
+        message = below_minimum_message(static, minimum, where)
+        severity = Severity.WARNING
+    return [
+        Finding(
+            rule="CB301",
+            severity=severity,
+            message=message,
+            token_offset=static,
+            line=line,
+            col=col,
+            estimated=True,
+            extra={
+                "minimum": minimum.tokens,
+                "static_tokens": static,
+                "size_known": not unknown,
+            },
+        )
+    ]
 
 
 __all__ = ["Hole", "Sink", "find_sinks", "lint_python_source"]

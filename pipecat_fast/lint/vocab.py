@@ -61,7 +61,65 @@ _ID_OWNERS = {
     "order",
     "patient",
 }
+_RECORD_OWNERS = {
+    "user",
+    "client",
+    "member",
+    "account",
+    "guest",
+    "student",
+    "player",
+    "lead",
+    "subscriber",
+    "visitor",
+    "buyer",
+    "tenant",
+}
+_RECORD_WORDS = {
+    "name",
+    "info",
+    "data",
+    "profile",
+    "details",
+    "record",
+    "records",
+    "context",
+    "memory",
+    "memories",
+    "preferences",
+    "facts",
+    "summary",
+    "notes",
+    "address",
+    "location",
+    "plan",
+    "orders",
+    "balance",
+}
+_RECORD_ALONE = {"profile", "crm", "memories", "preferences", "userdata", "user_profile"}
+"""Per-caller records looked up at call start (a CRM row, a user profile, stored memories)."""
+_GAME_WORDS = {"round", "score", "lives", "attempts", "guesses", "streak", "riddle", "puzzle"}
+"""Per-session game state: a round number, a score, the current riddle."""
 _TIME_WORDS = {"time", "now", "timestamp", "datetime", "clock", "hour", "minute", "second"}
+_NOT_A_CLOCK = {
+    "zone",
+    "limit",
+    "budget",
+    "window",
+    "format",
+    "unit",
+    "units",
+    "response",
+    "wait",
+    "delay",
+    "max",
+    "min",
+    "slot",
+    "slots",
+    "opening",
+    "closing",
+}
+"""Words that make a time word a setting or a static value, not the clock."""
 _DATE_WORDS = {"date", "today", "weekday", "tomorrow", "yesterday"}
 _RANDOM_WORDS = {"uuid", "guid", "nonce", "random", "rand", "salt"}
 _FETCH_WORDS = {
@@ -80,15 +138,30 @@ _FETCH_WORDS = {
     "webpage",
     "browse",
 }
-_HISTORY_WORDS = {"history", "transcript", "conversation"}
+_HISTORY_WORDS = {"history", "transcript", "conversation", "logs", "turns"}
+_TURN_WORDS = {
+    "message",
+    "utterance",
+    "question",
+    "query",
+    "input",
+    "transcription",
+    "text",
+    "prompt_text",
+}
+"""What a caller just said (or the turn being checked): new on every request. Only whole
+names (``text``, ``user_message``, ``last_utterance``), never parts of constants."""
+_TURN_OWNERS = {"user", "last", "latest", "current", "new", "caller", "assistant", "bot"}
 _HISTORY_NEUTRAL = {"json", "text", "str", "recent", "last", "previous", "past", "chat", "all"}
 
 
-def classify_name(identifier: str) -> tuple[str, Frequency, str] | None:
+def classify_name(identifier: str, constant: bool = False) -> tuple[str, Frequency, str] | None:
     """Guess what kind of volatile value a name holds.
 
     Args:
         identifier: A placeholder or variable name, any case style.
+        constant: True for a code identifier (not a template placeholder): an ALL_CAPS
+            name is then a constant by convention and says nothing volatile.
 
     Returns:
         ``(rule_id, frequency, noun)``, the noun saying what the name suggests ("a date"),
@@ -98,15 +171,21 @@ def classify_name(identifier: str) -> tuple[str, Frequency, str] | None:
     w = words(identifier)
     if not w:
         return None
+    if constant and identifier.isupper() and len(identifier) > 1:
+        return None  # ALL_CAPS: a constant by convention (Python and JS), fixed at import
     ws = set(w)
     low = "_".join(w)
     if ws & _CALLER_WORDS or low in _CALLER_EXACT:
         return "CB103", Frequency.SESSION, "per-caller data"
     if w[-1] in ("id", "sid") and ws & _ID_OWNERS and "tool" not in ws:
         return "CB103", Frequency.SESSION, "a per-call id"
+    if (ws & _RECORD_OWNERS and ws & _RECORD_WORDS) or ws & _RECORD_ALONE or low in _RECORD_ALONE:
+        return "CB103", Frequency.SESSION, "a per-caller record"
+    if ws & _GAME_WORDS and not ws & {"trip", "robin"}:
+        return "CB103", Frequency.SESSION, "per-session game state"
     if ws & _RANDOM_WORDS:
         return "CB102", Frequency.REQUEST, "a random value"
-    if ws & _TIME_WORDS:
+    if ws & _TIME_WORDS and not ws & _NOT_A_CLOCK:
         return "CB101", Frequency.REQUEST, "a time of day"
     if ws & _DATE_WORDS:
         return "CB101", Frequency.DAY, "a date"
@@ -114,4 +193,6 @@ def classify_name(identifier: str) -> tuple[str, Frequency, str] | None:
         return "CB104", Frequency.SESSION, "fetched content"
     if ws & _HISTORY_WORDS or ("messages" in ws and ws <= _HISTORY_NEUTRAL | {"messages"}):
         return "CB105", Frequency.REQUEST, "conversation history"
+    if w[-1] in _TURN_WORDS and (len(w) == 1 or set(w[:-1]) <= _TURN_OWNERS):
+        return "CB105", Frequency.REQUEST, "the latest turn's text"
     return None

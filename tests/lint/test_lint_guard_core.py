@@ -156,13 +156,17 @@ def test_unchanged_plain_messages_are_not_serialized_again(monkeypatch):
     from pipecat_fast.lint import guard_core
 
     calls: list[object] = []
-    real = guard_core.serialize
+    real_json, real_flat = guard_core.serialize, guard_core._flat_text
 
-    def counting(value):
-        calls.append(value)
-        return real(value)
+    def counting(real):
+        def wrapped(value):
+            calls.append(value)
+            return real(value)
 
-    monkeypatch.setattr(guard_core, "serialize", counting)
+        return wrapped
+
+    monkeypatch.setattr(guard_core, "serialize", counting(real_json))
+    monkeypatch.setattr(guard_core, "_flat_text", counting(real_flat))
     t = PrefixTracker()
     history = convo(6)
     t.observe_request(None, SYSTEM, history[:3])

@@ -1,8 +1,17 @@
-"""Evaluation on the real prompts of ../shared/data/prompts, plus a copied fixture."""
+"""The linter's evaluation suite: real prompts (../shared/data/prompts), a corpus format of
+several excerpts per prompt, and a run that never stops on a bad case."""
 
+import argparse
+import json
 from pathlib import Path
 
-from pipecat_fast.bench.evals.lint import evaluate, expected_rule, parse_excerpt
+from pipecat_fast.bench.evals.lint import (
+    evaluate,
+    expected_rules,
+    lint_case,
+    read_excerpts,
+    run,
+)
 from pipecat_fast.lint import Severity, lint_python_source
 
 FIXTURES = Path(__file__).parents[2] / "lint" / "fixtures"
@@ -11,12 +20,10 @@ FIXTURES = Path(__file__).parents[2] / "lint" / "fixtures"
 def test_real_prompts_meet_the_issue_goal(shared_data):
     result = evaluate(shared_data / "prompts")
     positives = [c for c in result.cases if c.early_dynamic]
-    negatives = [c for c in result.cases if not c.early_dynamic]
     assert len(result.cases) == 11 and len(positives) == 4
-    # Every early-dynamic positive flagged by the right rule...
-    assert [c.id for c in positives if not c.right_rule] == []
-    # ...and at most one false positive over the negatives.
-    assert sum(c.outcome == "FP" for c in negatives) <= 1
+    # Every early-dynamic positive flagged by the right rule, no false positive.
+    assert [c.id for c in positives if not (c.flagged and c.right_rule)] == []
+    assert result.count("FP") == 0 and result.goal_met
     table = result.markdown()
     assert f"TP = {result.count('TP')}" in table and "right rule" in table
 
@@ -25,30 +32,101 @@ def test_day_granularity_positives_are_graded_below_per_session_ones(shared_data
     cases = {c.id: c for c in evaluate(shared_data / "prompts").cases}
 
     def worst(case_id):
-        return max(f.severity for f in cases[case_id].findings if f.rule == "CB101")
+        return max(f.severity for _n, f in cases[case_id].findings if f.rule == "CB101")
 
     assert worst("01_pipecat_ultravox_donut") is Severity.ERROR  # per-session timestamp
     assert worst("03_pipecat_keenable_web_search") is Severity.WARNING  # date: per day
 
 
+def test_findings_point_at_the_lines_of_the_original_file(shared_data):
+    case = next(c for c in evaluate(shared_data / "prompts").cases if c.id.startswith("01_"))
+    (f,) = [f for _n, f in case.findings if f.rule == "CB101"]
+    assert f.line == 88  # realtime-ultravox.py line 88, the excerpt's 5th line
+
+
 def test_copied_fixture_timestamp_in_first_sentence():
-    code, _ = parse_excerpt((FIXTURES / "realtime_ultravox_excerpt.txt").read_text())
+    code = (FIXTURES / "realtime_ultravox_excerpt.txt").read_text()
     (f,) = [f for f in lint_python_source(code) if f.rule == "CB101"]
     assert f.severity is Severity.ERROR and f.token_offset < 30
 
 
-def test_parse_excerpt_recovers_function_bodies_and_cut_calls():
-    body = "    url = input()\n    prompt = f'You are {url}'\n    llm = Service(\n"
-    code, first = parse_excerpt(body)
-    assert code.startswith("async def _excerpt():") and "Service(" not in code
-    assert first == 0
-    tail_of_dict = "        x=1,\n    ),\n}\n\nSYSTEM_PROMPT = 'hi'\n"
-    code, first = parse_excerpt(tail_of_dict)
-    assert code.strip() == "SYSTEM_PROMPT = 'hi'" and first == 5
+CASE = """# our_case
+
+- source: example/voice-bot @ 0000000000000000000000000000000000000000
+- path: bot/agent.py (lines 10-14 of 40)
+- licence: MIT
+- verdict: POSITIVE (early dynamic)
+
+```python
+from bot.prompts import TEMPLATE
+import datetime
+async def run_bot():
+    system_prompt = TEMPLATE.format(now=datetime.datetime.now().isoformat())
+```
+
+bot/prompts.py (lines 1-2 of 2):
+
+```python
+TEMPLATE = "It is {now}. " + "Answer briefly and kindly. " * 60
+```
+"""
 
 
-def test_expected_rule_from_verdict_wording():
-    assert expected_rule("timestamp: datetime.now()") == "CB101"
-    assert expected_rule("per-session scraped article text") == "CB104"
-    assert expected_rule("id: transport client_id") == "CB103"
-    assert expected_rule("none") is None
+def test_a_case_with_several_excerpts_is_linted_as_one_checkout():
+    excerpts = read_excerpts(CASE)
+    assert [(e.path, e.first_line) for e in excerpts] == [
+        ("bot/agent.py", 10),
+        ("bot/prompts.py", 1),
+    ]
+    found = lint_case(CASE)
+    (f,) = [f for name, f in found if f.rule == "CB101" and name == "agent.py"]
+    # The template in the other excerpt is laid out: an early per-session timestamp.
+    assert f.severity is Severity.ERROR and f.line == 13 and f.path == "bot/agent.py"
+
+
+def _corpus(tmp_path: Path, cases: dict[str, tuple[str, bool, str]]) -> Path:
+    lines = []
+    for case_id, (md, positive, dynamic) in cases.items():
+        (tmp_path / f"{case_id}.md").write_text(md)
+        entry = {"id": case_id, "file": f"{case_id}.md", "early_dynamic": positive}
+        lines.append(json.dumps(entry | {"dynamic_content": dynamic}))
+    (tmp_path / "index.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_a_corpus_folder_gives_a_confusion_table_and_bad_cases_do_not_stop_it(tmp_path):
+    static = CASE.replace("It is {now}. ", "").replace(
+        "TEMPLATE.format(now=datetime.datetime.now().isoformat())", "TEMPLATE"
+    )
+    corpus = _corpus(
+        tmp_path,
+        {
+            "positive": (CASE, True, "timestamp: datetime.now() in the template"),
+            "negative": (static, False, "none"),
+            "junk": ("```python\ndef (((:\n\x00\n```\n", False, "none"),
+        },
+    )
+    (tmp_path / "missing.md").unlink(missing_ok=True)
+    result = evaluate(corpus)
+    assert [c.outcome for c in result.cases] == ["TP", "TN", "TN"]
+    assert result.right_rule_hits == 1 and result.goal_met
+    args = argparse.Namespace(
+        prompts_dir=None, corpus=[str(corpus)], provider="openai", summary=True
+    )
+    assert run(args) == 0
+
+
+def test_an_unreadable_corpus_is_exit_2_not_a_traceback(tmp_path, capsys):
+    args = argparse.Namespace(
+        prompts_dir=None, corpus=[str(tmp_path / "nope")], provider="openai", summary=False
+    )
+    assert run(args) == 2
+    assert "cannot be read" in capsys.readouterr().err
+
+
+def test_expected_rules_from_verdict_wording():
+    assert expected_rules("timestamp: datetime.now()") == {"CB101"}
+    assert expected_rules("per-session scraped article text") >= {"CB104"}
+    assert "CB103" in expected_rules("id: transport client_id")
+    assert "CB102" in expected_rules("random.shuffle'd rounds")
+    assert expected_rules("none: static prompt") == frozenset()

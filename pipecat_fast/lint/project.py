@@ -1,0 +1,297 @@
+"""The Python modules of a linted tree, for names imported from one module into another.
+
+A prompt is often assembled across files: a template in ``prompts.py`` filled in
+``bot.py``, a clock helper in ``utils/time.py``. When the linter is given a folder (or
+several files), every ``.py`` file in it becomes a module of one :class:`Project`, and an
+import that names one of them (``from common.prompt_templates import PROMPT_TEMPLATE``,
+``from .helpers import current_date``) resolves to the assignment or ``def`` there.
+
+Modules are found by the dotted path their file has under any of its ancestor folders
+(``common/prompt_templates.py`` is ``common.prompt_templates`` and ``prompt_templates``),
+relative imports from the importing file's folder. Files are parsed lazily, once; one that
+does not parse is simply not resolvable.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, parse
+
+CODE_EXTS = (".py", ".pyw", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
+"""Modules of a project: Python and JavaScript/TypeScript files."""
+_INDEX_FILES = ("__init__.py", "index.ts", "index.tsx", "index.js", "index.mjs")
+
+TEXT_EXTS = {
+    ".txt",
+    ".md",
+    ".prompt",
+    ".j2",
+    ".jinja",
+    ".jinja2",
+    ".tmpl",
+    ".tpl",
+    ".mustache",
+    ".hbs",
+    ".liquid",
+    ".yaml",
+    ".yml",
+}
+"""Files code may read as prompt templates."""
+SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
+
+MAX_MODULE_BYTES = 4 * 1024 * 1024
+"""Modules larger than this are not parsed for cross-module resolution."""
+
+
+class Project:
+    """Modules of one linted tree, keyed by every dotted name their path allows.
+
+    Args:
+        sources: ``{path: source text}`` of the Python files in the tree; or use
+            :meth:`from_paths` to read them.
+    """
+
+    def __init__(
+        self, sources: dict[str, str] | None = None, texts: dict[str, str] | None = None
+    ) -> None:
+        self._sources: dict[str, str | None] = {}
+        self._by_dotted: dict[str, list[str]] = {}
+        self._indexes: dict[str, ModuleIndex | None] = {}
+        self._texts: dict[str, str | None] = {}
+        for path, text in (sources or {}).items():
+            self.add(path, text)
+        for path, text in (texts or {}).items():
+            self.add_text(path, text)
+
+    @classmethod
+    def from_paths(cls, paths: list[str], roots: list[str] | None = None) -> Project:
+        """A project of the given code files, plus the text files under ``roots``.
+
+        Args:
+            paths: Files being linted; the ``.py``/JS/TS ones become modules.
+            roots: Folders scanned: their text files (``.md``, ``.txt``, ``.jinja``...)
+                can be templates the code reads at run time.
+        """
+        project = cls()
+        for p in paths:
+            if p == "-":
+                continue
+            ext = Path(p).suffix.lower()
+            if ext in CODE_EXTS:
+                project.add(p, None)
+            elif ext in TEXT_EXTS:
+                project.add_text(p, None)
+        for root in roots or []:
+            project.add_text_root(root)
+        return project
+
+    def add_text(self, path: str, text: str | None) -> None:
+        """Add a text file the code may read (``None``: read it when first needed)."""
+        self._texts[os.path.normpath(path)] = text
+
+    def add_text_root(self, root: str, limit: int = 5000) -> None:
+        """Add the text files under a folder (at most ``limit``), skipping build folders."""
+        if not os.path.isdir(root):
+            return
+        count = 0
+        for dirpath, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+            for name in sorted(files):
+                if Path(name).suffix.lower() in TEXT_EXTS:
+                    self._texts.setdefault(os.path.normpath(os.path.join(dirpath, name)), None)
+                    count += 1
+                    if count >= limit:
+                        return
+
+    def text(self, path: str) -> str | None:
+        """The content of a known text file (read once), or ``None``."""
+        key = os.path.normpath(path)
+        if key not in self._texts:
+            return None
+        value = self._texts[key]
+        if value is None:
+            try:
+                raw = Path(key).read_bytes()[: MAX_MODULE_BYTES + 1]
+                value = "" if len(raw) > MAX_MODULE_BYTES else raw.decode("utf-8-sig")
+            except (OSError, UnicodeDecodeError):
+                value = ""
+            self._texts[key] = value
+        return value or None
+
+    def find_text(self, path: str, importer: str | None) -> str | None:
+        """The content of the text file a path in the code names.
+
+        Tried as given (absolute), relative to the importer's folder and each folder above
+        it, and as a last resort the one file of the tree whose path ends with it.
+        """
+        candidates = []
+        if os.path.isabs(path) or importer is None:
+            candidates.append(path)
+        if importer is not None and not os.path.isabs(path):
+            base = os.path.dirname(importer)
+            while True:
+                candidates.append(os.path.join(base, path))
+                parent = os.path.dirname(base)
+                if parent == base or not parent:
+                    break
+                base = parent
+        for c in candidates:
+            if os.path.normpath(c) in self._texts:
+                return self.text(c)
+        tail = os.path.normpath(path).lstrip(os.sep + ".")
+        matches = [k for k in self._texts if k == tail or k.endswith(os.sep + tail)]
+        return self.text(matches[0]) if len(matches) == 1 else None
+
+    def template_with_fields(self, fields: set[str], pattern: str) -> str | None:
+        """The one text file of the tree holding every one of ``fields`` as a placeholder.
+
+        ``pattern`` is a format string for one placeholder (``"{{{}}}"`` for ``{name}``).
+        Used when code fills a template it got from elsewhere (``prompt.format(time=...)``):
+        if exactly one prompt file of the tree has those placeholders, it is that template.
+        """
+        if not fields:
+            return None
+        found = []
+        for key in list(self._texts):
+            content = self.text(key)
+            if content and all(pattern.format(f) in content for f in fields):
+                found.append(content)
+                if len(found) > 1:
+                    return None
+        return found[0] if found else None
+
+    def add(self, path: str, source: str | None) -> None:
+        """Add a module; ``source`` ``None`` reads the file when it is first needed."""
+        key = str(Path(path))
+        self._sources[key] = source
+        parts = list(Path(key).with_suffix("").parts)
+        if parts and parts[-1] in ("__init__", "index"):
+            parts = parts[:-1]
+        for i in range(len(parts)):
+            dotted = ".".join(parts[i:])
+            if dotted:
+                self._by_dotted.setdefault(dotted, []).append(key)
+
+    def index(self, path: str, source: str | None = None, tree: ast.Module | None = None):
+        """The :class:`ModuleIndex` of a module of the project (parsed once), or ``None``."""
+        key = str(Path(path))
+        if key in self._indexes:
+            return self._indexes[key]
+        self._indexes[key] = None  # also guards against import cycles
+        if tree is None:
+            text = source if source is not None else self._sources.get(key)
+            if text is None:
+                try:
+                    raw = Path(key).read_bytes()[: MAX_MODULE_BYTES + 1]
+                    if len(raw) > MAX_MODULE_BYTES:
+                        return None
+                    text = raw.decode("utf-8-sig")
+                except (OSError, UnicodeDecodeError):
+                    return None
+            try:
+                if Path(key).suffix.lower() in CODE_EXTS[2:]:
+                    from pipecat_fast.lint.js_source import js_to_python
+
+                    tree = js_to_python(text)
+                else:
+                    tree = parse(text, filename=key)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+            source = text
+        index = ModuleIndex(tree, source or "", path=key, project=self)
+        self._indexes[key] = index
+        return index
+
+    def register(self, index: ModuleIndex) -> None:
+        """Make an index built elsewhere (the file being linted) the project's own."""
+        if index.path:
+            self._indexes[str(Path(index.path))] = index
+            if str(Path(index.path)) not in self._sources:
+                self.add(index.path, None)
+
+    def index_of(self, node: ast.AST) -> ModuleIndex | None:
+        """The already-built index whose tree holds ``node``."""
+        for index in self._indexes.values():
+            if index is not None and index.owns(node):
+                return index
+        return None
+
+    # -- imports --------------------------------------------------------------------------
+
+    def _module_path(self, importer: ModuleIndex, imported: ImportedName) -> str | None:
+        module = imported.module
+        if imported.level:
+            if not importer.path:
+                return None
+            base = Path(importer.path).parent
+            for _ in range(imported.level - 1):
+                base = base.parent
+            rel = base.joinpath(*module.split(".")) if module else base
+            candidates = [Path(str(rel) + ext) for ext in CODE_EXTS] + [
+                rel / name for name in _INDEX_FILES
+            ]
+            for candidate in candidates:
+                if str(candidate) in self._sources:
+                    return str(candidate)
+            return None
+        candidates = self._by_dotted.get(module, [])
+        if not candidates:
+            return None
+        if importer.path and len(candidates) > 1:
+            # Prefer the module nearest to the importer (same folder tree).
+            here = Path(importer.path).parent
+            candidates = sorted(
+                candidates, key=lambda c: -len(Path(c).parent.parts[: len(here.parts)])
+            )
+        return candidates[0]
+
+    def resolve_import(self, importer: ModuleIndex, local: str) -> tuple[ModuleIndex, ast.AST]:
+        """What an imported name refers to in another module of the project.
+
+        Returns:
+            ``(index, node)``: the module's index and the value last assigned to the name at
+            its top level, or its ``def``/``class``; raises ``LookupError`` when the name
+            does not come from a module of the project.
+        """
+        imported = importer.imported.get(local)
+        if imported is None:
+            raise LookupError(local)
+        if imported.name is None:  # `import x`: a module, not a value
+            raise LookupError(local)
+        path = self._module_path(importer, imported)
+        target_name = imported.name
+        if path is None and imported.level and not imported.module:
+            # `from . import helpers`: a sibling module, not a value.
+            raise LookupError(local)
+        if path is None:
+            raise LookupError(local)
+        index = self.index(path)
+        if index is None:
+            raise LookupError(local)
+        node = top_level_value(index, target_name)
+        if node is None:
+            # Re-exported: `from .templates import PROMPT` in an __init__.py.
+            if target_name in index.imported and index is not importer:
+                return self.resolve_import(index, target_name)
+            raise LookupError(local)
+        return index, node
+
+
+def top_level_value(index: ModuleIndex, name: str) -> ast.AST | None:
+    """The last top-level assignment, ``def`` or ``class`` of ``name`` in a module."""
+    found: ast.AST | None = None
+    for stmt in index.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if stmt.name == name:
+                found = stmt
+        elif isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    found = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            if isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+                found = stmt.value
+    return found

@@ -1,0 +1,317 @@
+"""Linting Python that does not parse: an excerpt, a file with a syntax error, a template.
+
+Two passes, both keeping the file's own line numbers:
+
+1. **Recover the statements that parse.** An indented fragment (a function body cut out of
+   a file) is wrapped in a function; then, while the parser complains, the lines it
+   complains about are blanked: an unclosed bracket or string at the end cuts the tail, a
+   stray closing bracket or indented line near the start cuts the head, anything else
+   blanks that one line. What is left is linted as usual.
+2. **Scan the string literals of the lines that were blanked.** Each literal (and run of
+   adjacent literals) that reads like a prompt, by the name it is assigned to or by its
+   opening ("You are..."), is linted on its own with its f-string fields as the holes,
+   inside a function (so it counts as built per session).
+
+A CB901 note says the file did not parse and what was linted; it is a warning only when
+nothing at all could be read.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipecat_fast.lint.findings import Finding, Severity
+from pipecat_fast.lint.py_index import parse
+
+MAX_REPAIRS = 80
+"""Give up recovering after blanking this many times."""
+
+MAX_LITERALS = 200
+"""Lint at most this many string-literal runs of a file that does not parse."""
+
+_PROMPT_NAME = re.compile(
+    r"(?:^|[\s,(\[{])[\"']?([A-Za-z_][\w.]*)[\"']?\s*(?::|=|\+=)\s*[(\[]*\s*$"
+)
+_YOU_ARE = re.compile(r"\s*(you are|you're|your name is|act as)\b", re.IGNORECASE)
+_PREFIX = re.compile(r"[rRbBuUfF]{1,2}$")
+
+
+@dataclass
+class Literal:
+    """A string literal found by scanning source text.
+
+    Attributes:
+        start: Offset of its first character (the prefix, if any).
+        end: Offset just past its closing quote (or the end of the line, if unterminated).
+        text: The literal as written, prefix and quotes included.
+        closed: False when the closing quote is missing.
+    """
+
+    start: int
+    end: int
+    text: str
+    closed: bool
+
+
+def scan_literals(source: str) -> list[Literal]:
+    """Every string literal in ``source``, comments skipped; tolerant of broken code."""
+    out: list[Literal] = []
+    i, n = 0, len(source)
+    while i < n:
+        ch = source[i]
+        if ch == "#":
+            j = source.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if ch not in "'\"":
+            i += 1
+            continue
+        start = i
+        m = _PREFIX.search(source, max(0, i - 2), i)
+        if m and (m.start() == 0 or not _word_char(source[m.start() - 1])):
+            start = m.start()
+        quote = source[i : i + 3] if source[i : i + 3] in ('"""', "'''") else ch
+        j = i + len(quote)
+        closed = False
+        while j < n:
+            c = source[j]
+            if c == "\\":
+                j += 2
+                continue
+            if source.startswith(quote, j):
+                j += len(quote)
+                closed = True
+                break
+            if c == "\n" and len(quote) == 1:
+                break
+            j += 1
+        j = min(j, n)
+        out.append(Literal(start, j, source[start:j], closed))
+        i = j
+    return out
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _blank(lines: list[str], first: int, last: int) -> None:
+    for k in range(max(first, 0), min(last, len(lines))):
+        lines[k] = "\n" if lines[k].endswith("\n") else ""
+
+
+def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
+    """The parseable part of ``source``.
+
+    Returns:
+        ``(tree, text, line_shift, col_shift, blanked)``: the tree of ``text`` (the source,
+        possibly wrapped in a function and with lines blanked); subtract ``line_shift`` from
+        a line of ``text`` and add ``col_shift`` to a column to get back to ``source``;
+        ``blanked`` holds the 1-based source lines that were dropped. ``None`` if nothing
+        parses.
+    """
+    text, line_shift, col_shift = source, 0, 0
+    dedented = textwrap.dedent(source)
+    if dedented != source and dedented.strip():
+        orig = next((ln for ln in source.splitlines() if ln.strip()), "")
+        ded = next((ln for ln in dedented.splitlines() if ln.strip()), "")
+        removed = (len(orig) - len(orig.lstrip(" \t"))) - (len(ded) - len(ded.lstrip(" \t")))
+        text = "async def _fragment():\n" + textwrap.indent(dedented, "    ")
+        line_shift, col_shift = 1, removed - 4
+    lines = text.splitlines(keepends=True)
+    blanked: set[int] = set()
+    for _ in range(MAX_REPAIRS):
+        try:
+            return parse("".join(lines)), "".join(lines), line_shift, col_shift, blanked
+        except SyntaxError as e:
+            bad = max((e.lineno or 1) - 1, 0)
+            msg = (e.msg or "").lower()
+            if bad >= len(lines):
+                bad = len(lines) - 1
+            if bad < 0:
+                return None
+            if (
+                "never closed" in msg
+                or "unterminated triple" in msg
+                or "unexpected eof" in msg
+                or "eof while" in msg
+            ):
+                cut = (bad, len(lines))
+            elif any(
+                k in msg for k in ("unmatched", "unexpected indent", "unindent")
+            ) and bad < max(len(lines) // 2, 1):
+                cut = (line_shift, bad + 1)  # leading lines of a cut-out fragment
+            else:
+                cut = (bad, bad + 1)
+            if line_shift and cut[0] < 1:
+                cut = (1, max(cut[1], 2))
+            before = list(lines)
+            _blank(lines, *cut)
+            blanked.update(range(cut[0] + 1 - line_shift, cut[1] + 1 - line_shift))
+            if lines == before:
+                return None
+        except (ValueError, RecursionError, MemoryError):
+            return None
+    return None
+
+
+def _line_of(source: str, offset: int) -> int:
+    return source.count("\n", 0, offset) + 1
+
+
+def _runs(source: str, literals: list[Literal]) -> list[list[Literal]]:
+    """Literals joined by nothing but whitespace, ``+``, line continuations or parentheses."""
+    runs: list[list[Literal]] = []
+    for lit in literals:
+        if runs:
+            gap = source[runs[-1][-1].end : lit.start]
+            if re.fullmatch(r"[\s+\\()]*", gap):
+                runs[-1].append(lit)
+                continue
+        runs.append([lit])
+    return runs
+
+
+def _target(source: str, start: int) -> str | None:
+    line_start = source.rfind("\n", 0, start) + 1
+    head = source[line_start:start]
+    if not head.strip("([ \t"):
+        # The literal opens a line inside brackets: look at the line that opened them.
+        prev_end = line_start - 1
+        prev_start = source.rfind("\n", 0, max(prev_end, 0)) + 1
+        head = source[prev_start:prev_end] if prev_end > 0 else head
+    m = _PROMPT_NAME.search(head)
+    return m.group(1).rsplit(".", 1)[-1] if m else None
+
+
+def literal_findings(
+    source: str, lines: set[int] | None, lint_tree: Callable[[ast.Module, str], list[Finding]]
+) -> tuple[list[Finding], int]:
+    """Lint the prompt-like string literals of ``source`` (only those on ``lines``).
+
+    Returns:
+        ``(findings, literal runs linted)``.
+    """
+    from pipecat_fast.lint.python_source import SYSTEM_KEYWORDS, _names_prompt_text
+
+    findings: list[Finding] = []
+    linted = 0
+    for run in _runs(source, scan_literals(source)):
+        if linted >= MAX_LITERALS:
+            break
+        first_line = _line_of(source, run[0].start)
+        if lines is not None and first_line not in lines:
+            continue
+        body = " ".join(lit.text if lit.closed else lit.text + lit.text[-1:] for lit in run)
+        try:
+            value = parse(body, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            value = None
+        if value is None:
+            value = _fields_only(run)
+            if value is None:
+                continue
+        name = _target(source, run[0].start)
+        opening = getattr(value, "value", "")
+        if isinstance(value, ast.JoinedStr) and value.values:
+            opening = getattr(value.values[0], "value", "")
+        if not (
+            (name and (_names_prompt_text(name) or name in SYSTEM_KEYWORDS))
+            or _YOU_ARE.match(str(opening))
+        ):
+            continue
+        target = name if name and _names_prompt_text(name) else "prompt"
+        snippet = f"async def _fragment():\n    {target} = {ast.unparse(value)}\n"
+        try:
+            tree = parse(snippet)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        linted += 1
+        for f in lint_tree(tree, snippet):
+            if f.rule in ("CB301", "CB901"):
+                continue
+            f.line, f.col = first_line, 1
+            f.message += " (read from a string literal: the code around it does not parse)"
+            findings.append(f)
+    return findings, linted
+
+
+def _fields_only(run: list[Literal]) -> ast.AST | None:
+    """An f-string whose fields do not parse: keep the text, each field a bare name."""
+    parts: list[str] = []
+    for lit in run:
+        raw = lit.text
+        m = re.match(r"([rRbBuUfF]{0,2})('''|\"\"\"|'|\")", raw)
+        if not m:
+            return None
+        inner = raw[m.end() : len(raw) - len(m.group(2)) if lit.closed else len(raw)]
+        if "f" in m.group(1).lower():
+            inner = re.sub(r"(?<!\{)\{([^{}]*)\}(?!\})", _last_name, inner)
+        parts.append(inner)
+    text = "".join(parts)
+    try:
+        return parse("f" + repr(text).replace("\\\\{", "{"), mode="eval").body
+    except (SyntaxError, ValueError):
+        return ast.Constant(text)
+
+
+def _last_name(field: re.Match) -> str:
+    names = re.findall(r"[A-Za-z_]\w*", field.group(1)) or ["value"]
+    return "{" + names[-1] + "}"
+
+
+def lint_unparsable(
+    source: str,
+    filename: str,
+    error: SyntaxError,
+    lint_tree: Callable[[ast.Module, str], list[Finding]],
+) -> list[Finding]:
+    """Findings for code that does not parse (see the module docstring)."""
+    findings: list[Finding] = []
+    recovered = recover(source)
+    lost: set[int] | None = None
+    if recovered is not None:
+        tree, text, line_shift, col_shift, blanked = recovered
+        for f in lint_tree(tree, text):
+            f.line = max(1, f.line - line_shift)
+            if line_shift:
+                f.col = max(1, f.col + col_shift)
+            findings.append(f)
+        lost = blanked
+    extra, literals = literal_findings(source, lost, lint_tree)
+    findings.extend(extra)
+    if recovered is not None:
+        kept = [
+            i
+            for i, line in enumerate(source.splitlines(), start=1)
+            if line.strip() and i not in recovered[4]
+        ]
+        if not kept:
+            recovered = None  # every line was dropped: nothing of it was read
+    read = recovered is not None or literals > 0
+    what = []
+    if recovered is not None:
+        skipped = len(recovered[4])
+        what.append(
+            "the statements that parse" + (f" ({skipped} lines skipped)" if skipped else "")
+        )
+    if literals:
+        what.append(f"{literals} prompt-like string literal(s) of the rest")
+    message = f"does not parse ({error.msg}, line {error.lineno})"
+    message += ": linted " + " and ".join(what) if read else ", and no prompt text could be read"
+    findings.append(
+        Finding(
+            rule="CB901",
+            severity=Severity.INFO if read else Severity.WARNING,
+            message=message,
+            line=error.lineno or 1,
+            col=error.offset or 1,
+            extra={"recovered": recovered is not None, "literals": literals},
+        )
+    )
+    findings.sort(key=lambda f: (f.line, f.col, -f.severity))
+    return findings
