@@ -11,14 +11,19 @@ back into the JSON:
 - ``words``: ``[{"text", "start_ms", "end_ms"}]``, one per whitespace-separated token of the text
   (punctuation kept, so ``" ".join(w["text"] for w in words) == text``).
 - ``espeak.version`` and ``espeak.sox_version``: the tools that made the audio.
-- ``smart_turn_v3.probability``: how sure Pipecat's default end-of-turn model, Smart Turn v3
+- ``pauses[j].start_ms`` / ``end_ms`` for each deliberate pause written by hand as
+  ``{"after_word", "ms"}``: the silence is cut into the synthesis of the whole sentence (never
+  synthesized as two sentences), in the middle of the gap after word ``after_word``, so the words
+  before it keep the intonation of a phrase that goes on.
+- ``smart_turn_v3``: ``{"min", "max"}``, how sure Pipecat's default end-of-turn model, Smart Turn v3
   (``LocalSmartTurnAnalyzerV3`` with the ``smart-turn-v3.2-cpu.onnx`` bundled in pipecat-ai), is
-  that the caller's turn is complete when it sees the WAV followed by 200 ms of silence (the
-  Silero VAD's default ``stop_secs``, after which the stock pipeline asks the model), rounded to 3
-  decimals. Below 0.5 the stock pipeline waits up to 3 s (``SmartTurnParams.stop_secs``) of
-  silence before it answers, so the bench's callers are tuned (voice, rate, wording) to stay well
-  above it; a turn below 0.5 is reported as a warning. The model file name is recorded in the
-  call's ``smart_turn_v3.model``.
+  that the caller's turn is complete, asked as the pipeline asks it: at every 20 ms chunk boundary
+  where the VAD stop can fall, 170-450 ms after the last voiced audio (the model's answer moves with
+  where its input ends; see ``pipecat_fast.bench.smart_turn``). The same for each pause. Below 0.5
+  the stock pipeline waits up to 3 s (``SmartTurnParams.stop_secs``) of silence before it answers,
+  so every turn is worded and voiced to keep ``min >= 0.8`` and each pause kept clear of 0.5 either
+  way; anything else is reported as a warning. Check the margin on other kernels with
+  ``scripts/smart_turn_spread.py``.
 
 Pipeline per utterance:
 
@@ -79,9 +84,7 @@ PAD_MS = 150
 REL_THRESHOLD_DB = -40.0
 ABS_THRESHOLD_DBFS = -60.0
 SMART_TURN_MODEL = "smart-turn-v3.2-cpu.onnx"
-SMART_TURN_SILENCE_MS = 200
 FIXTURE_MIN_P = 0.8  # pipecat_fast.bench.smart_turn.FIXTURE_MIN_P: a margin no CPU crosses
-LATE_SILENCE_MS = 300  # a VAD that stops 100 ms later: the verdict must not hinge on the moment
 
 # espeak-ng's C API (speak_lib.h).
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -313,22 +316,30 @@ def _word_starts(tokens, events, native_rate: int, text: str) -> list[int]:
 
 
 class SmartTurn:
-    """Smart Turn v3 as the pipeline asks it (``pipecat_fast.bench.smart_turn.SmartTurnProbe``)."""
+    """Smart Turn v3 as the pipeline asks it (``pipecat_fast.bench.smart_turn``)."""
 
     def __init__(self) -> None:
         try:
-            from pipecat_fast.bench.smart_turn import SmartTurnProbe, SmartTurnUnavailable
+            from pipecat_fast.bench import smart_turn
         except ImportError as e:
             raise FixtureError(f"run from the repository root with PYTHONPATH=. ({e})") from e
         try:
-            self._probe = SmartTurnProbe()
-        except SmartTurnUnavailable as e:
+            self._probe = smart_turn.SmartTurnProbe()
+        except smart_turn.SmartTurnUnavailable as e:
             raise FixtureError(str(e)) from e
+        self._verdicts = smart_turn.verdicts
         self.model = SMART_TURN_MODEL
+        self.window_ms = list(smart_turn.STOP_WINDOW_MS)
 
-    def probability(self, pcm: np.ndarray, silence_ms: int = SMART_TURN_SILENCE_MS) -> float:
-        """P(turn complete) for the utterance followed by ``silence_ms`` of silence, 3 decimals."""
-        return round(self._probe.p_complete_sync(pcm, silence_ms), 3)
+    def verdicts(self, utt: Utterance, pauses: list[tuple[int, int]]):
+        """``(end, [pause, ...])``, each ``{"min", "max"}`` over the VAD stop window."""
+        pcm = utt.pcm.astype("<i2").tobytes()
+        found = asyncio.run(self._verdicts(self._probe, pcm, utt.speech_end_ms, pauses))
+
+        def span(ps: list[float]) -> dict[str, float]:
+            return {"min": round(min(ps), 3), "max": round(max(ps), 3)}
+
+        return span(found.end), [span(ps) for ps in found.pauses]
 
     def close(self) -> None:
         asyncio.run(self._probe.close())
@@ -349,8 +360,10 @@ def dump_call(call: dict) -> str:
     text = json.dumps(call, ensure_ascii=False, indent=2)
     word = r'\{\s+"text": ("(?:[^"\\]|\\.)*"),\s+"start_ms": (\d+),\s+"end_ms": (\d+)\s+\}'
     text = re.sub(word, r'{"text": \1, "start_ms": \2, "end_ms": \3}', text)
-    verdict = r'\{\s+"probability": ([\d.]+)\s+\}'
-    return re.sub(verdict, r'{"probability": \1}', text) + "\n"
+    verdict = r'\{\s+"min": ([\d.]+),\s+"max": ([\d.]+)\s+\}'
+    text = re.sub(verdict, r'{"min": \1, "max": \2}', text)
+    window = r'"window_ms": \[\s+(\d+),\s+(\d+)\s+\]'
+    return re.sub(window, r'"window_ms": [\1, \2]', text) + "\n"
 
 
 def process_call(
@@ -363,7 +376,7 @@ def process_call(
     call.pop("smart_turn_v3", None)
     at = list(call).index("espeak") + 1  # keep the tool record together, after "espeak"
     items = list(call.items())
-    smart = ("smart_turn_v3", {"model": smart_turn.model, "silence_ms": SMART_TURN_SILENCE_MS})
+    smart = ("smart_turn_v3", {"model": smart_turn.model, "window_ms": smart_turn.window_ms})
     call = dict(items[:at] + [smart] + items[at:])
     files: dict[Path, bytes] = {}
     for n, turn in enumerate(call["turns"], start=1):
@@ -372,21 +385,14 @@ def process_call(
         utt = make_utterance(user["text"], voice, rate, scripted)
         audio = user.get("audio") or f"audio/{call['id']}_{n}.wav"
         files[data_dir / audio] = wav_bytes(utt.pcm)
-        p_complete = smart_turn.probability(utt.pcm)
-        p_late = smart_turn.probability(utt.pcm, LATE_SILENCE_MS)
-        pauses = []
-        for after, pause_ms in scripted:
-            a, b = utt.words[after]["end_ms"], utt.words[after + 1]["start_ms"]
-            at_pause = smart_turn.probability(utt.pcm[: a * SAMPLE_RATE // 1000])
-            pauses.append(
-                {
-                    "after_word": after,
-                    "ms": pause_ms,
-                    "start_ms": a,
-                    "end_ms": b,
-                    "smart_turn_v3": {"probability": at_pause},
-                }
-            )
+        spans = [
+            (utt.words[after]["end_ms"], utt.words[after + 1]["start_ms"]) for after, _ in scripted
+        ]
+        at_end, at_pauses = smart_turn.verdicts(utt, spans)
+        pauses = [
+            {"after_word": after, "ms": pause_ms, "start_ms": a, "end_ms": b, "smart_turn_v3": v}
+            for (after, pause_ms), (a, b), v in zip(scripted, spans, at_pauses, strict=True)
+        ]
         turn["user"] = {
             "text": user["text"],
             "audio": audio,
@@ -394,22 +400,27 @@ def process_call(
             "speech_end_ms": utt.speech_end_ms,
             "words": utt.words,
             **({"pauses": pauses} if pauses else {}),
-            "smart_turn_v3": {"probability": p_complete},
+            "smart_turn_v3": at_end,
         }
         # Fields the generator does not know (a lever's scripted events) are kept.
         turn["user"].update({k: v for k, v in user.items() if k not in turn["user"]})
         dur = len(utt.pcm) / SAMPLE_RATE
-        low = min(p_complete, p_late) < FIXTURE_MIN_P
-        warn = f"  WARNING: below {FIXTURE_MIN_P} (re-word or re-voice it)" if low else ""
+        warn = ""
+        if at_end["min"] < FIXTURE_MIN_P:
+            warn = f"  WARNING: below {FIXTURE_MIN_P} (re-word or re-voice it)"
+        for q in pauses:
+            v = q["smart_turn_v3"]
+            if v["min"] < FIXTURE_MIN_P and v["max"] > 1 - FIXTURE_MIN_P:
+                warn += f"  WARNING: pause after word {q['after_word']} is a coin flip"
         print(
             f"  {audio}: {dur:.2f} s, speech {utt.speech_start_ms}-{utt.speech_end_ms} ms, "
-            f"Smart Turn v3 P(complete) {p_complete:.3f} (+{SMART_TURN_SILENCE_MS} ms), "
-            f"{p_late:.3f} (+{LATE_SILENCE_MS} ms){warn}"
+            f"Smart Turn v3 P(complete) {at_end['min']:.3f}-{at_end['max']:.3f}"
             + "".join(
-                f"; pause {q['start_ms']}-{q['end_ms']} ms "
-                f"P {q['smart_turn_v3']['probability']:.3f}"
+                f"; pause {q['start_ms']}-{q['end_ms']} ms P "
+                f"{q['smart_turn_v3']['min']:.3f}-{q['smart_turn_v3']['max']:.3f}"
                 for q in pauses
             )
+            + warn
         )
     files[path] = dump_call(call).encode("utf-8")
     return files

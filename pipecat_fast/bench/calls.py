@@ -9,7 +9,7 @@ A call script is one JSON file in ``data/calls/`` (paths inside it are relative 
       "system_prompt": "prompts/dental_receptionist.md",
       "tools": "tools/dental_tools.json",       # OpenAI-format function tools
       "espeak": {"version": "1.51", "voice": "en-us", "rate": 175},   # how the audio was made
-      "smart_turn_v3": {"model": "smart-turn-v3.2-cpu.onnx", "silence_ms": 200},  # optional
+      "smart_turn_v3": {"model": "smart-turn-v3.2-cpu.onnx", "window_ms": [170, 450]},
       "turns": [
         {
           "user": {
@@ -18,10 +18,10 @@ A call script is one JSON file in ``data/calls/`` (paths inside it are relative 
             "speech_start_ms": 150, "speech_end_ms": 3100,
             "words": [{"text": "Perfect.", "start_ms": 150, "end_ms": 640}, ...],
             "pauses": [                             # optional: deliberate mid-utterance pauses
-              {"after_word": 0, "ms": 1100, "start_ms": 640, "end_ms": 1790,
-               "smart_turn_v3": {"probability": 0.93}}
+              {"after_word": 0, "ms": 1500, "start_ms": 690, "end_ms": 2490,
+               "smart_turn_v3": {"min": 0.95, "max": 0.98}}
             ],
-            "smart_turn_v3": {"probability": 0.976}  # optional, see Turn.smart_turn_v3_probability
+            "smart_turn_v3": {"min": 0.8, "max": 0.97}   # optional, see Turn.smart_turn_v3
           },
           "assistant": "Happy to help with that. ..."   # what the LLM emulator streams back
         }
@@ -40,13 +40,15 @@ Fields of ``turns[i].user``:
   recall a date or a name, and then goes on. ``after_word`` (index into ``words``, never the
   last) and ``ms`` (the silence the generator inserts there) are written by hand; the generator
   measures ``start_ms`` / ``end_ms`` (the end of word ``after_word`` and the start of the next
-  one; at least ``ms`` apart) and ``smart_turn_v3.probability``, how sure Smart Turn v3 is that
-  the turn is complete 200 ms into the pause. A pause must be longer than the VAD's stop window
+  one; at least ``ms`` apart) and ``smart_turn_v3``, how sure Smart Turn v3 is that the turn is
+  complete when the VAD stops inside the pause. A pause must be longer than the VAD's stop window
   (``MIN_PAUSE_MS``), so the pipeline does see the caller stop. Bot audio that starts inside a
   pause is a *false cut-off*: the bench counts those per configuration, apart from TTFA; such
   turns are the only ones a configuration may talk over.
 - ``smart_turn_v3`` (optional): how sure Smart Turn v3 is that the turn is complete at its real
-  end (see :attr:`Turn.smart_turn_v3_probability`).
+  end: the lowest and highest P(complete) at every 20 ms chunk boundary where the VAD stop can
+  fall (the call's ``smart_turn_v3.window_ms`` after the last voiced audio; see
+  :mod:`pipecat_fast.bench.smart_turn`).
 
 All times are integer ms from the start of the turn's WAV file; the timings come from
 ``scripts/make_audio_fixtures.py``, which also made the audio (espeak-ng). Fields this loader
@@ -112,6 +114,19 @@ class Word:
 
 
 @dataclass(frozen=True)
+class SmartTurnVerdict:
+    """Smart Turn v3's P(complete) over the window where a VAD stop can fall.
+
+    Attributes:
+        min: The lowest probability at any chunk boundary in the window.
+        max: The highest.
+    """
+
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
 class Pause:
     """A deliberate pause inside an utterance (the caller stops, then goes on).
 
@@ -120,16 +135,16 @@ class Pause:
         ms: The silence the generator inserted (ms).
         start_ms: End of word ``after_word`` (ms from the file start).
         end_ms: Start of the next word (ms from the file start).
-        smart_turn_v3_probability: Smart Turn v3's P(complete) 200 ms into the pause, as the
-            generator measured it; above 0.5 the stock pipeline answers the half utterance.
-            ``None`` if not recorded.
+        smart_turn_v3: Smart Turn v3's verdict when the VAD stops in the pause, as the generator
+            measured it; above 0.5 the stock pipeline answers the half utterance. ``None`` if
+            not recorded.
     """
 
     after_word: int
     ms: int
     start_ms: int
     end_ms: int
-    smart_turn_v3_probability: float | None = None
+    smart_turn_v3: SmartTurnVerdict | None = None
 
 
 @dataclass(frozen=True)
@@ -146,11 +161,11 @@ class Turn:
             caller actually stopped speaking).
         words: The tokens of ``user_text`` with their timings, in order.
         reply: The assistant reply the LLM emulator streams for this turn.
-        smart_turn_v3_probability: How sure Pipecat's default end-of-turn model (Smart Turn v3,
-            ``smart-turn-v3.2-cpu.onnx``) is that the turn is complete when it sees this WAV
-            followed by 200 ms of silence, 0..1 (measured by ``scripts/make_audio_fixtures.py``);
-            below 0.5 the stock pipeline waits up to 3 s of silence before answering. ``None``
-            if the script does not record it.
+        smart_turn_v3: How sure Pipecat's default end-of-turn model (Smart Turn v3,
+            ``smart-turn-v3.2-cpu.onnx``) is that the turn is complete at its real end, at every
+            chunk boundary where the VAD stop can fall (measured by
+            ``scripts/make_audio_fixtures.py``); below 0.5 the stock pipeline waits up to 3 s of
+            silence before answering. ``None`` if the script does not record it.
         pauses: Deliberate mid-utterance pauses, in order (usually none).
         raw: The turn's ``user`` object as written, for fields this loader does not know.
     """
@@ -163,7 +178,7 @@ class Turn:
     speech_end_ms: int
     words: tuple[Word, ...]
     reply: str
-    smart_turn_v3_probability: float | None = None
+    smart_turn_v3: SmartTurnVerdict | None = None
     pauses: tuple[Pause, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -493,7 +508,7 @@ def _turn(get: _Getter, root: Path, i: int, raw: Any) -> Turn:
         speech_end_ms=end,
         words=tuple(words),
         reply=get.text(raw, "assistant", pre),
-        smart_turn_v3_probability=_smart_turn_probability(get, user, upre),
+        smart_turn_v3=_smart_turn(get, user, upre),
         pauses=pauses,
         raw=user,
     )
@@ -537,19 +552,24 @@ def _pauses(get: _Getter, user: dict, upre: str, words: list[Word]) -> tuple[Pau
             raise CallScriptError(
                 get.path, ppre + ".end_ms", f"the pause is {end - start} ms, shorter than ms={ms}"
             )
-        out.append(Pause(after, ms, start, end, _smart_turn_probability(get, raw, ppre + ".")))
+        out.append(Pause(after, ms, start, end, _smart_turn(get, raw, ppre + ".")))
     return tuple(out)
 
 
-def _smart_turn_probability(get: _Getter, user: dict, upre: str) -> float | None:
+def _smart_turn(get: _Getter, user: dict, upre: str) -> SmartTurnVerdict | None:
     if "smart_turn_v3" not in user:
         return None
     verdict = get.mapping(user, "smart_turn_v3", upre)
-    field = upre + "smart_turn_v3.probability"
-    p = verdict.get("probability")
-    if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
-        raise CallScriptError(get.path, field, f"must be a number in 0..1, got {p!r:.60}")
-    return float(p)
+    values = []
+    for key in ("min", "max"):
+        field = f"{upre}smart_turn_v3.{key}"
+        p = verdict.get(key)
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise CallScriptError(get.path, field, f"must be a number in 0..1, got {p!r:.60}")
+        values.append(float(p))
+    if values[0] > values[1]:
+        raise CallScriptError(get.path, f"{upre}smart_turn_v3.min", "must not exceed max")
+    return SmartTurnVerdict(*values)
 
 
 def _wav_duration_ms(path: Path) -> int:

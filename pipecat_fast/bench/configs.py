@@ -2,7 +2,18 @@
 
 A configuration is a function that receives the :class:`~pipecat_fast.bench.pipeline.PipelineSpec`
 of a call before it is assembled and adds its levers. Each lever's issue registers its own
-configuration here, so the bench can run any of them side by side with ``stock``.
+configuration here, so the bench can run any of them side by side with ``stock``::
+
+    def _warmup(spec: PipelineSpec) -> None:
+        spec.observers.append(...)           # or spec.after_stt / before_llm / between_llm_tts
+
+    register(BenchConfig("warmup", "one line for the report", _warmup), in_all=True)
+
+``all`` is the best composition of levers, the one ``make demo`` shows against stock: every
+configuration registered with ``in_all=True``, applied in registration order (today ``aggregator``
+and ``draft``, which includes ``prefill``). Join it only with a lever that composes with
+the others and makes TTFA no worse; a lever that conflicts with a member (both replace the user
+turn strategies, say) must compose with it explicitly instead.
 """
 
 from __future__ import annotations
@@ -34,9 +45,16 @@ def _stock(spec: PipelineSpec) -> None:
 
 CONFIGS: dict[str, BenchConfig] = {}
 
+ALL: list[str] = []
+"""The configurations ``all`` composes, in the order they are applied."""
 
-def register(config: BenchConfig) -> BenchConfig:
+
+def register(config: BenchConfig, *, in_all: bool = False) -> BenchConfig:
     """Add a configuration to :data:`CONFIGS` (its name must be new).
+
+    Args:
+        config: The configuration.
+        in_all: Also apply it in ``all``, the best composition (after the earlier members).
 
     Raises:
         ValueError: If the name is taken.
@@ -44,7 +62,15 @@ def register(config: BenchConfig) -> BenchConfig:
     if config.name in CONFIGS:
         raise ValueError(f"bench configuration {config.name!r} already registered")
     CONFIGS[config.name] = config
+    if in_all:
+        ALL.append(config.name)
     return config
+
+
+def _all(spec: PipelineSpec) -> None:
+    """Every member of :data:`ALL`, in order (read when a call is built, so later members count)."""
+    for name in ALL:
+        CONFIGS[name].customize(spec)
 
 
 register(BenchConfig("stock", "stock Pipecat 1.14 pipeline (the baseline)", _stock))
@@ -62,14 +88,22 @@ def _aggregator(first_phrase: bool, min_chars: int = 20) -> Callable[[PipelineSp
     return customize
 
 
-def _prefill_with(min_new_words: int) -> Callable[[PipelineSpec], None]:
+def _prefill_with(words: int) -> Callable[[PipelineSpec], None]:
+    """Prefill at ``words`` stable words, then every ``words`` new ones (a tuning variant).
+
+    The sweep that chose the defaults (docs/prefill.md, "Choosing min_new_words"): the first
+    prefill of a turn also waited for ``words`` words.
+    """
+
     def customize(spec: PipelineSpec) -> None:
         from pipecat_fast.prefill import PrefillConfig, SpeculativePrefill, backend_for
         from pipecat_fast.stabilizer import TwoUpdateStabilizer
 
         backend = backend_for(spec.llm)
         config = PrefillConfig(
-            min_new_words=min_new_words, min_prompt_tokens=backend.min_prompt_tokens
+            first_words=words,
+            min_new_words=words,
+            min_prompt_tokens=backend.min_prompt_tokens,
         )
         spec.after_stt.append(TwoUpdateStabilizer())
         spec.before_llm.append(
@@ -129,7 +163,8 @@ register(
         "aggregator",
         "unicode-safe sentence aggregator between LLM and TTS, first-phrase policy on",
         _aggregator(first_phrase=True),
-    )
+    ),
+    in_all=True,
 )
 register(
     BenchConfig(
@@ -150,6 +185,14 @@ register(
         "draft",
         "prefill + draft-and-hold: reply starts at end of speech, held until confirmed",
         _draft,
+    ),
+    in_all=True,
+)
+register(
+    BenchConfig(
+        "all",
+        "the best composition of levers: every configuration registered with in_all=True",
+        _all,
     )
 )
 
@@ -229,7 +272,7 @@ for _words in (1, 3, 4):
     register(
         BenchConfig(
             f"prefill-{_words}w",
-            f"prefill with min_new_words={_words} (tuning sweep)",
+            f"prefill with first_words=min_new_words={_words} (tuning sweep)",
             _prefill_with(_words),
         )
     )

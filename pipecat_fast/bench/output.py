@@ -72,6 +72,58 @@ def turns_table(result: CallResult, title: str) -> Table:
     return table
 
 
+def paired_turns_table(results: Sequence[CallResult], configs: Sequence[str], title: str) -> Table:
+    """One call's turns across configurations: TTFA of each, the ratio to the first, notes.
+
+    Args:
+        results: The call's results, one per configuration.
+        configs: Configuration names, baseline first.
+        title: Table title.
+    """
+    by_config = {r.config: r for r in results}
+    table = Table(title=title, title_justify="left")
+    table.add_column("turn", justify="right")
+    for name in configs:
+        table.add_column(f"{name} TTFA", justify="right", style="bold")
+    for name in configs[1:]:
+        table.add_column(f"{name}/{configs[0]}", justify="right")
+    for name in configs:
+        table.add_column(f"{name} LLM TTFT", justify="right")
+    table.add_column("notes")
+    turns = max((len(r.outcomes) for r in results), default=0)
+    for index in range(turns):
+        outcomes = {
+            n: by_config[n].outcomes[index]
+            for n in configs
+            if n in by_config and index < len(by_config[n].outcomes)
+        }
+        ttfa = {n: o.record.ttfa_ms if o.record else None for n, o in outcomes.items()}
+        ttft = {
+            n: o.record.stages_ms().get("llm_ttft") if o.record else None
+            for n, o in outcomes.items()
+        }
+        base = ttfa.get(configs[0])
+        ratios = [
+            f"{ttfa[n] / base:.2f}" if base and ttfa.get(n) is not None else "-"
+            for n in configs[1:]
+        ]
+        notes = []
+        if any(o.deliberate_pause for o in outcomes.values()):
+            cut = [n for n, o in outcomes.items() if o.false_cutoffs]
+            notes.append("pauses mid-utterance" + (f"; cut off by {', '.join(cut)}" if cut else ""))
+        missing = [n for n in configs if ttfa.get(n) is None]
+        if missing:
+            notes.append(f"no reply after the end: {', '.join(missing)}")
+        table.add_row(
+            str(index),
+            *(_ms(ttfa.get(n)) for n in configs),
+            *ratios,
+            *(_ms(ttft.get(n)) for n in configs),
+            "; ".join(notes),
+        )
+    return table
+
+
 def summary_table(report: dict[str, Any], title: str) -> Table:
     """Per-configuration p50/p95 TTFA over the same turns, the ratios, and what else differed.
 

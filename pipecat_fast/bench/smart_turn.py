@@ -15,16 +15,25 @@ which kernels run (fused or not, split across threads or not), as another CPU do
 an emulated CPU without AVX-512 (``qemu-x86_64 -cpu Haswell``, see ``scripts/smart_turn_spread.py``)
 to take the AVX2 kernels of a machine like the one issue 9 failed on.
 
-The fixtures keep every complete turn at ``p >= FIXTURE_MIN_P`` on the machine that makes them,
-and the tests only ask ``p >= 0.5`` on the machine that runs them: a margin of 0.3, against a
-spread measured at a few hundredths (``docs/results/smart_turn_spread.json``).
+The model is also sensitive to exactly where the audio it is given ends: shifting the end by
+4 samples moved one bench turn from 0.84 to 0.95, because the 8 s window is aligned to its end
+and the log-mel frames (160 samples) move with it. The pipeline only ever asks at the end of a
+20 ms transport chunk (:data:`CHUNK_SAMPLES`) once the VAD has heard its stop window: measured
+on the bench, ~260 ms after the last voiced audio. :func:`verdicts` therefore asks at every chunk
+boundary from :data:`STOP_WINDOW_MS` 170 to 450 ms after the speech (or pause) begins its
+silence, the range a VAD stop can fall in, and reports each probability.
+
+The fixtures keep every complete turn at ``p >= FIXTURE_MIN_P`` over that whole window on the
+machine that makes them, and the tests only ask ``p >= 0.5`` on the machine that runs them: a
+margin of 0.3 against a spread measured at under 0.1 between kernels
+(``docs/results/smart_turn_spread.json``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +41,15 @@ import numpy as np
 SAMPLE_RATE = 16_000
 SILENCE_MS = 200
 """Silero VAD's default ``stop_secs``: the silence after the speech when the model is asked."""
+
+CHUNK_SAMPLES = 320
+"""The caller transport's 20 ms audio frames: the pipeline asks at a chunk boundary."""
+
+STOP_WINDOW_MS = (170, 450)
+"""Where a VAD stop can fall, ms after the last voiced audio (measured: ~260 ms)."""
+
+PRE_SPEECH_MS = 500
+"""Audio Smart Turn keeps from before a turn's speech restarts (``SmartTurnParams``)."""
 
 FIXTURE_MIN_P = 0.8
 """Every complete bench turn scores at least this on the machine that makes the fixtures."""
@@ -154,3 +172,62 @@ class SmartTurnProbe:
     async def close(self) -> None:
         """Release the analyzer's thread."""
         await self._analyzer.cleanup()
+
+
+def analysis_ends(silence_from_ms: int, window_ms: tuple[int, int] = STOP_WINDOW_MS) -> list[int]:
+    """Chunk boundaries (samples from the WAV start) ``window_ms`` after ``silence_from_ms``."""
+    lo, hi = window_ms
+    first = -(-((silence_from_ms + lo) * SAMPLE_RATE // 1000) // CHUNK_SAMPLES)
+    last = (silence_from_ms + hi) * SAMPLE_RATE // 1000 // CHUNK_SAMPLES
+    return [k * CHUNK_SAMPLES for k in range(first, last + 1)]
+
+
+@dataclass
+class TurnVerdicts:
+    """What Smart Turn says about one scripted turn, at every plausible VAD stop.
+
+    Attributes:
+        end: P(complete) at each analysis end in the stop window after the real end of speech.
+        pauses: The same, in the window after each deliberate pause begins, per pause.
+    """
+
+    end: list[float]
+    pauses: list[list[float]]
+
+
+async def verdicts(
+    probe: SmartTurnProbe,
+    pcm: bytes,
+    speech_end_ms: int,
+    pauses: Sequence[tuple[int, int]] = (),
+    window_ms: tuple[int, int] = STOP_WINDOW_MS,
+) -> TurnVerdicts:
+    """Ask as the pipeline does, at every chunk boundary a VAD stop can fall on.
+
+    A pause Smart Turn takes for an end of turn clears its buffer (Pipecat's analyzer does on
+    COMPLETE), so the verdict at the real end then sees only what follows, from
+    ``PRE_SPEECH_MS`` before the caller goes on.
+
+    Args:
+        probe: The model.
+        pcm: The turn's WAV samples (16 kHz mono s16).
+        speech_end_ms: The real end of speech (ms from the WAV start).
+        pauses: ``(start_ms, end_ms)`` of each deliberate pause.
+        window_ms: Where the VAD stop can fall after the silence begins.
+    """
+    x = np.frombuffer(pcm, dtype="<i2")
+    padded = -(-len(x) // CHUNK_SAMPLES) * CHUNK_SAMPLES
+    audio = np.concatenate([x, np.zeros(padded - len(x) + SAMPLE_RATE, dtype="<i2")])
+    start = 0
+    at_pauses = []
+    for a, b in pauses:
+        lo, hi = window_ms
+        ends = analysis_ends(a, (lo, min(hi, b - a)))
+        ps = [await probe.p_complete(audio[start:e], 0) for e in ends]
+        at_pauses.append(ps)
+        if max(ps) >= VERDICT_P:
+            start = max(0, (b - PRE_SPEECH_MS) * SAMPLE_RATE // 1000) // CHUNK_SAMPLES
+            start *= CHUNK_SAMPLES
+    ends = analysis_ends(speech_end_ms, window_ms)
+    end = [await probe.p_complete(audio[start:e], 0) for e in ends]
+    return TurnVerdicts(end, at_pauses)

@@ -1,0 +1,59 @@
+"""Named bench configurations: what each one adds to the stock pipeline."""
+
+import pytest
+
+from pipecat_fast.bench.configs import CONFIGS
+from pipecat_fast.bench.material import bench_calls
+from pipecat_fast.bench.pipeline import Endpoints, build_spec
+
+NOWHERE = Endpoints(
+    llm_base_url="http://127.0.0.1:9/v1",
+    tts_url="ws://127.0.0.1:9",
+    stt_base_url="ws://127.0.0.1:9",
+)
+
+
+def spec_for(name):
+    spec = build_spec(bench_calls(ids=["reschedule"])[0], NOWHERE)
+    CONFIGS[name].customize(spec)
+    return spec
+
+
+def prefill_config(spec):
+    (prefill,) = [p for p in spec.before_llm if type(p).__name__ == "SpeculativePrefill"]
+    return prefill.config
+
+
+@pytest.mark.parametrize("words", [1, 3, 4])
+def test_sweep_variants_wait_for_n_words_before_the_first_prefill_too(words):
+    # docs/prefill.md's sweep: "the first prefill also waited for N words".
+    config = prefill_config(spec_for(f"prefill-{words}w"))
+    assert (config.first_words, config.min_new_words) == (words, words)
+
+
+def test_the_default_prefill_is_not_a_sweep_variant():
+    default = prefill_config(spec_for("prefill"))
+    assert (default.first_words, default.min_new_words) != (4, 4)
+    assert default.first_words != prefill_config(spec_for("prefill-4w")).first_words
+
+
+def test_all_is_every_lever_that_composes():
+    spec = spec_for("all")
+    names = [type(p).__name__ for p in spec.after_stt + spec.before_llm + spec.between_llm_tts]
+    assert names == ["TwoUpdateStabilizer", "SpeculativePrefill", "FastTextProcessor"]
+    stop = spec.user_params.user_turn_strategies.stop
+    assert [type(s).__name__ for s in stop] == ["DraftAndHoldUserTurnStopStrategy"]
+
+
+def test_a_lever_registered_into_all_later_is_applied_by_all(monkeypatch):
+    from pipecat_fast.bench import configs
+
+    seen = []
+    monkeypatch.setattr(configs, "ALL", [*configs.ALL])
+    configs.register(configs.BenchConfig("x-test", "test lever", seen.append), in_all=True)
+    try:
+        spec = spec_for("all")
+        assert seen == [spec]
+        assert configs.ALL[-1] == "x-test"
+    finally:
+        configs.CONFIGS.pop("x-test", None)
