@@ -396,7 +396,8 @@ def lint_path(
                 breakpoint_at=len(text) if breakpoints else None,
             )
     except Exception as e:  # one file's bad luck never stops the run
-        logger.exception(f"lint: {path}: internal error")
+        # Reported as CB901; the traceback only at debug level (never on a CI log).
+        logger.opt(exception=True).debug(f"lint: {path}: internal error")
         return skip(f"internal error, not linted ({type(e).__name__}: {e}); please report it")
     for f in found:
         f.path = path

@@ -385,7 +385,24 @@ class ModuleIndex:
             return [max(local, key=lambda p: p[0])[1]]
         # Exclude the statement the use sits in (self.x = self.x + ...).
         stmt_values = {v for f, ln, v in entries if ln == node.lineno}
-        return [v for _f, _ln, v in entries if v not in stmt_values]
+        found = [v for _f, _ln, v in entries if v not in stmt_values]
+        if not found:
+            # A class attribute (a pydantic/dataclass field default, a class constant).
+            for base in [cls, *self._bases(cls)]:
+                values = self.assigned.get(base, {}).get(node.attr, [])
+                if values:
+                    return [max(values, key=lambda p: p[0])[1]]
+        return found
+
+    def _bases(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
+        """Base classes of ``cls`` defined in this module (one level)."""
+        out = []
+        for b in cls.bases:
+            if isinstance(b, ast.Name):
+                found = self.defs.get(self.scope_of(cls), {}).get(b.id)
+                if isinstance(found, ast.ClassDef):
+                    out.append(found)
+        return out
 
     def dotted(self, node: ast.AST) -> str | None:
         """``a.b.c`` for a Name/Attribute chain, with the first part expanded by imports."""

@@ -69,6 +69,8 @@ class Hole:
     sources: list[Source]
     sample: str | None = None
     via: ast.AST | None = None
+    name: str | None = None
+    """What to call it in messages, when not its expression (a template placeholder)."""
 
     @property
     def stand_in(self) -> str:
@@ -78,6 +80,8 @@ class Hole:
     @property
     def label(self) -> str:
         """Short source text of the expression, for messages."""
+        if self.name is not None:
+            return self.name
         return "{" + shorten(ast.unparse(self.node), 30) + "}"
 
 
@@ -279,12 +283,11 @@ class Renderer:
             if content is None:
                 if not isinstance(e, ast.Starred):
                     return self.hole(node)
-                parts.append(self.hole(e.value))  # `*history`: unknown messages
+                # `*history`: the conversation sent as messages, as it should be; its size
+                # is unknown.
+                parts.append([Hole(e.value, [], None, self._via[0] if self._via else None)])
                 continue
-            role = e.values[
-                e.keys.index(next(k for k in e.keys if getattr(k, "value", None) == "role"))
-            ]  # type: ignore[union-attr]
-            parts.append([f"{getattr(role, 'value', 'user')}: "])
+            parts.append([f"{_role(e)}: "])
             parts.append(r(content))
             parts.append(["\n"])
         return _concat(*parts) if parts else self.hole(node)
@@ -751,7 +754,7 @@ class Renderer:
         name = re.split(r"[.\[]", field_name, maxsplit=1)[0]
         sources = self.classifier._by_name(name, node, placeholder=True)  # noqa: SLF001
         via = self._via[0] if self._via else None
-        return [Hole(node, sources, None, via)]
+        return [Hole(node, sources, None, via, "{" + field_name + "}")]
 
     def _replace_chain(self, node: ast.Call, r) -> list[Segment]:
         chain: list[ast.Call] = []
@@ -916,6 +919,18 @@ class Renderer:
         out.append([template[pos:]])
         _ = complete
         return _concat(*out)
+
+
+def _role(message: ast.AST) -> str:
+    """The role of a message literal or object, for the rendered request text."""
+    if isinstance(message, ast.Dict):
+        for k, v in zip(message.keys, message.values, strict=True):
+            if isinstance(k, ast.Constant) and k.value == "role" and isinstance(v, ast.Constant):
+                return str(v.value)
+    if isinstance(message, ast.Call):
+        name = getattr(message.func, "attr", getattr(message.func, "id", ""))
+        return name.removesuffix("Message").lower() or "user"
+    return "user"
 
 
 def _strip(segments: list[Segment], how: str) -> list[Segment]:

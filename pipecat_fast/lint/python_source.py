@@ -69,8 +69,15 @@ APPENDED_MESSAGE_KEYWORDS = {"task_messages"}
 """List keywords whose messages join the context after the conversation (Pipecat Flows)."""
 
 
+MESSAGE_CLASSES = re.compile(r"(System|Human|User|AI|Assistant|Developer|Chat)Message$")
+"""Message objects of LangChain-style and provider SDKs (``SystemMessage(content=...)``)."""
+
+
 def message_content(node: ast.AST) -> ast.AST | None:
-    """The ``content`` of a ``{"role": ..., "content": ...}`` literal, else ``None``."""
+    """The ``content`` of a ``{"role": ..., "content": ...}`` literal or a message object."""
+    if isinstance(node, ast.Call) and MESSAGE_CLASSES.search(_call_name(node) or ""):
+        content = next((k.value for k in node.keywords if k.arg == "content"), None)
+        return content if content is not None else (node.args[0] if node.args else None)
     if not isinstance(node, ast.Dict):
         return None
     keys = {
@@ -418,7 +425,7 @@ def _placeholder_holes(segments: list, sink: Sink, classifier: Classifier) -> li
             origin = ast.Constant(value=text)
             ast.copy_location(origin, anchor)
             src = Source(rule, freq, origin, text, guessed=True, placeholder=True)
-            out.append(Hole(anchor, [src], None, None))
+            out.append(Hole(anchor, [src], None, None, text))
             pos = end
         out.append(seg[pos:])
     return [s for s in out if not (isinstance(s, str) and not s)]

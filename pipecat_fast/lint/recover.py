@@ -134,13 +134,17 @@ def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 bad = len(lines) - 1
             if bad < 0:
                 return None
-            if (
+            if "expected an indented block" in msg and lines[bad].strip() == "":
+                m = re.search(r"on line (\d+)", msg)
+                header = int(m.group(1)) - 1 if m else bad - 1
+                cut = (header, header + 1)  # a block header whose body was cut off
+            elif (
                 "never closed" in msg
                 or "unterminated triple" in msg
                 or "unexpected eof" in msg
                 or "eof while" in msg
             ):
-                cut = (bad, len(lines))
+                cut = (bad, _statement_end(lines, bad))
             elif any(
                 k in msg for k in ("unmatched", "unexpected indent", "unindent")
             ) and bad < max(len(lines) // 2, 1):
@@ -157,6 +161,35 @@ def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
         except (ValueError, RecursionError, MemoryError):
             return None
     return None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _statement_end(lines: list[str], start: int) -> int:
+    """Where a statement cut off at ``start`` (an unclosed bracket or string) ends.
+
+    The first later line indented no deeper than it that starts a new statement (not a
+    closing bracket); the end of the text when there is none.
+    """
+    base = _indent(lines[start])
+    for k in range(start + 1, len(lines)):
+        line = lines[k]
+        if not line.strip():
+            continue
+        if (
+            _indent(line) <= base
+            and line.strip()[0] not in ")]}\"'"
+            and (
+                re.match(
+                    r"\s*(def|class|async|@|if|for|while|with|try|return|[A-Za-z_][\w.]*\s*[:=(])",
+                    line,
+                )
+            )
+        ):
+            return k
+    return len(lines)
 
 
 def _line_of(source: str, offset: int) -> int:

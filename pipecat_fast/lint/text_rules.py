@@ -143,8 +143,25 @@ def _spans(pattern: regex.Pattern, text: str):
         yield m
 
 
+_QUOTES = "\"'“”‘’`"
+
+
+def _quoted(text: str, start: int, end: int) -> bool:
+    """True for a value written in quotes (`Times: "9:30 a.m."`): an example of a format."""
+    return start > 0 and end < len(text) and text[start - 1] in _QUOTES and text[end] in _QUOTES
+
+
 def clock_spans(text: str) -> list[Span]:
-    """Timestamps, times of day and dates (CB101)."""
+    """Timestamps, times of day and dates (CB101); quoted ones are examples (info)."""
+    return [
+        s
+        if not _quoted(text, s.start, s.end)
+        else Span(s.rule, s.start, s.end, s.frequency, s.what, confident=False)
+        for s in _clock_spans(text)
+    ]
+
+
+def _clock_spans(text: str) -> list[Span]:
     out: list[Span] = []
     for m in _spans(_ISO_DATETIME, text):
         out.append(Span("CB101", m.start(), m.end(), Frequency.REQUEST, "timestamp"))

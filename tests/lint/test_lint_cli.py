@@ -231,3 +231,38 @@ def test_real_deepgram_tool_schemas_have_no_volatile_findings(shared_data, tmp_p
     findings = json.loads(out)["files"][0]["findings"]
     assert code == 0 and [f for f in findings if f["severity"] != "info"] == []
     assert "+15551234567" in md  # the examples the caller-data rule must not flag
+
+
+def test_a_folder_is_one_project_templates_resolve_across_files_and_languages(tmp_path):
+    app = tmp_path / "app"
+    (app / "assets").mkdir(parents=True)
+    body = "Keep answers short and read details back. " * 30
+    (app / "templates.py").write_text(f'TEMPLATE = "It is {{now}}. {body}"\n')
+    (app / "bot.py").write_text(
+        "import datetime\nfrom app.templates import TEMPLATE\n"
+        "async def run_bot():\n"
+        "    system_prompt = TEMPLATE.format(now=datetime.datetime.now().isoformat())\n"
+    )
+    (app / "agent.ts").write_text(
+        "export function build() {\n"
+        f"  const instructions = `Now ${{new Date().toISOString()}}. {body}`;\n"
+        "  return instructions;\n}\n"
+    )
+    code, out, _ = run([str(tmp_path), "--format", "json"])
+    found = {
+        (r["path"].rsplit("/", 1)[-1], f["rule"], f["severity"])
+        for r in json.loads(out)["files"]
+        for f in r["findings"]
+    }
+    assert ("bot.py", "CB101", "error") in found  # laid out through templates.py
+    assert ("agent.ts", "CB101", "error") in found
+    assert code == cli.EXIT_FINDINGS
+
+
+def test_breakpoints_flag_reports_a_late_clock_in_the_cached_block(files):
+    late = files / "late.txt"
+    late.write_text("You are a helpful assistant. " * 60 + "Current time is 14:03:22.\n")
+    code, out, _ = run([str(late)])
+    assert code == cli.EXIT_OK and "CB108" not in out
+    code, out, _ = run([str(late), "--breakpoints"])
+    assert code == cli.EXIT_FINDINGS and "CB108" in out and "costs more than no caching" in out

@@ -257,3 +257,10 @@ def test_a_prompt_that_is_not_text_is_a_clear_error():
 
     with pytest.raises(TypeError, match="got NoneType"):
         lint_prompt(None)
+
+
+def test_quoted_times_are_format_examples_not_the_clock():
+    text = 'Write times the way they are said. Times: "9:30 a.m." or "2:15 p.m.". ' + STATIC * 3
+    assert all(f.severity is Severity.INFO for f in lint_prompt(text) if f.rule == "CB101")
+    unquoted = "Current time: 9:30 a.m. " + STATIC * 3
+    assert only(lint_prompt(unquoted), "CB101").severity is Severity.ERROR

@@ -339,3 +339,12 @@ def test_percent_format_and_join_are_laid_out():
     """
     f = only(lint(joined), "CB101")
     assert f.position is Position.LATE and f.frequency is Frequency.DAY
+
+
+def test_history_sent_as_messages_before_the_new_turn_is_the_fix_not_a_finding():
+    code = """
+    def provisional(context, user_text):
+        turn = {"role": "user", "content": user_text}
+        return LLMContext(messages=[*context.get_messages(), turn])
+    """
+    assert [f for f in lint(code) if f.severity >= Severity.WARNING] == []

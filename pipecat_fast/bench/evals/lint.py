@@ -65,17 +65,21 @@ _KINDS: tuple[tuple[str, str], ...] = (
     ("CB102", r"random|shuffl|\bsample|uuid"),
     (
         "CB103",
-        r"caller|callee|customer|patient|client_id|\bname\b|phone|crm|profile|record|per-call"
+        r"caller|callee|customer|patient|client_id|\bname\b|phone|crm|profile|record|per[- ]call"
         r"|per-session|session|\buser id|callsid|\bround|game|account|tier|\bid\b",
     ),
     ("CB104", r"article|fetch|scrap|search|document|retriev|web page|knowledge"),
     ("CB105", r"history|conversation|transcript|message|\bturn\b|utterance|logs|question"),
-    ("CB106", r"\bset\b|glob|listdir|order of"),
+    ("CB106", r"iteration order|set order|\bset\(|glob|listdir|unordered"),
 )
 
 
 def expected_rules(dynamic_content: str) -> frozenset[str]:
-    """Rules that report the kinds of content a verdict's wording names (maybe several)."""
+    """Rules that report the kinds of content a verdict's wording names (maybe several).
+
+    The wording is the manifest's ``verdict`` and ``dynamic_content`` (written before the
+    linter ran); a manifest entry may also list ``expected_rules`` itself.
+    """
     text = dynamic_content.lower()
     if text.startswith("none"):
         return frozenset()
@@ -136,24 +140,36 @@ def read_excerpts(md: str) -> list[Excerpt]:
 
 
 def materialise(excerpts: list[Excerpt], root: Path) -> dict[str, Excerpt]:
-    """Write the excerpts under ``root`` at their paths; returns written path -> excerpt.
+    """Write the excerpts under ``root`` at their paths and at their own line numbers.
 
-    Two excerpts of one file are written one after the other (a blank line between).
+    Each excerpt is preceded by blank lines up to the line it starts at, so findings carry
+    the original file's line numbers and several excerpts of one file sit in order (a
+    method excerpt after its class's excerpt continues the class). Overlapping excerpts of
+    one file are written one after the other.
+
+    Returns:
+        Written path -> the first excerpt written there.
     """
-    written: dict[str, Excerpt] = {}
+    by_file: dict[Path, list[Excerpt]] = {}
     for ex in excerpts:
         rel = Path(ex.path)
         if rel.is_absolute() or ".." in rel.parts:
             rel = Path(rel.name)
-        target = root / rel
+        by_file.setdefault(root / rel, []).append(ex)
+    written: dict[str, Excerpt] = {}
+    for target, parts in by_file.items():
+        parts.sort(key=lambda e: e.first_line)
+        lines: list[str] = []
+        for ex in parts:
+            body = ex.text.splitlines()
+            if len(lines) < ex.first_line - 1:
+                lines.extend([""] * (ex.first_line - 1 - len(lines)))
+            elif lines:
+                lines.append("")
+            lines.extend(body)
         target.parent.mkdir(parents=True, exist_ok=True)
-        key = str(target)
-        if key in written:
-            with open(target, "a", encoding="utf-8") as f:
-                f.write("\n" + ex.text)
-        else:
-            target.write_text(ex.text, encoding="utf-8")
-            written[key] = ex
+        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        written[str(target)] = parts[0]
     return written
 
 
@@ -284,9 +300,7 @@ def lint_case(
             report = lint_path(p, provider, project=project)
             ex = written.get(p)
             name = Path(p).name
-            for f in report.findings:
-                if ex is not None:
-                    f.line += ex.first_line - 1  # back to the line in the original file
+            for f in report.findings:  # lines are the original file's (see materialise)
                 f.path = ex.path if ex is not None else str(Path(p).relative_to(root))
                 out.append((name, f))
         return out
@@ -302,9 +316,10 @@ def evaluate(prompts_dir: Path | str = DEFAULT_DIR, provider: str | None = "open
     cases: list[CaseResult] = []
     for entry in _manifest(corpus):
         case_id = str(entry.get("id", entry.get("file", "?")))
-        want = frozenset(entry.get("expected_rules") or []) or expected_rules(
-            str(entry.get("dynamic_content", ""))
-        )
+        wording = f"{entry.get('verdict', '')}; {entry.get('dynamic_content', '')}"
+        if str(entry.get("dynamic_content", "")).lower().startswith("none"):
+            wording = "none"
+        want = frozenset(entry.get("expected_rules") or []) or expected_rules(wording)
         result = CaseResult(case_id, _early_dynamic(entry), want, False, False)
         try:
             md = (corpus / entry["file"]).read_text("utf-8")

@@ -553,7 +553,7 @@ def guard_rows(size: Input) -> list[Row]:
     request after the response ends (``PrefixTracker.observe_request``): these rows time that
     comparison per request, for a 3k- and a 30k-token system prompt, unchanged from request to
     request or with its last line changing on every one (a clock at the end of the prompt).
-    The snapshot on the request path is the guard's private hook and is not timed here.
+    The snapshot on the request path is timed by :func:`guard_request_path_rows`.
     """
     from pipecat_fast.lint.guard_core import PrefixTracker
 
@@ -605,6 +605,74 @@ def guard_rows(size: Input) -> list[Row]:
                     check=check,
                 )
             )
+    return rows + guard_request_path_rows(size)
+
+
+def guard_request_path_rows(size: Input) -> list[Row]:
+    """What ``CacheBustGuard`` does on the request path: the snapshot, per LLM request.
+
+    The guard's inline hooks run in the LLM service's task when the context frame arrives
+    and when the service pushes ``LLMFullResponseStartFrame``, just before it sends the
+    request: they convert the tools, read the system instruction and copy the message dicts
+    (the comparison waits for the response's end, the rows above). Timed by calling the
+    guard's own hooks on a real ``OpenAILLMService`` (no request sent), against hooks that do
+    nothing, with the context of the comparison rows.
+    """
+    from pipecat.frames.frames import LLMContextFrame, LLMFullResponseStartFrame
+    from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.services.openai.llm import OpenAILLMService
+
+    from pipecat_fast.lint.guard import CacheBustGuard
+
+    class NullHooks:
+        def _cbg_before_process(self, service, frame):
+            return None
+
+        def _cbg_before_push(self, service, frame):
+            return None
+
+    rows = []
+    for n_tokens in size.guard_prompts:
+        n_requests = max(4, size.turns * 100)
+        prompt = system_prompt(n_tokens)
+        settings = OpenAILLMService.Settings(system_instruction=prompt)
+        llm = OpenAILLMService(api_key="not-used", settings=settings)
+        frame = LLMContextFrame(LLMContext(messages=guard_context(prompt)))
+        start = LLMFullResponseStartFrame()
+        check: dict[str, Any] = {}
+
+        def make(
+            factory, check=None, llm=llm, frame=frame, start=start, n_requests=n_requests
+        ) -> Measure:
+            async def measure() -> tuple[int, int]:
+                hooks = factory()
+                gc.collect()
+                t = cpu_ns()
+                for _ in range(n_requests):
+                    hooks._cbg_before_process(llm, frame)
+                    hooks._cbg_before_push(llm, start)
+                ns = cpu_ns() - t
+                if check is not None:
+                    queued = sum(len(q) for _s, q in hooks._cbg_queue.values())
+                    check["snapshots"] = queued
+                    assert queued == n_requests, "the guard missed a request"
+                return ns, n_requests
+
+            return measure
+
+        rows.append(
+            Row(
+                group="guard",
+                name=f"CacheBustGuard snapshot on the request path, {n_tokens / 1000:g}k-token "
+                "system prompt",
+                unit="request",
+                item=make(lambda llm=llm: CacheBustGuard(provider="openai"), check=check),
+                baseline=make(NullHooks),
+                goal_us=50,
+                note=f"{n_requests} requests, 16 history messages; on the request path",
+                check=check,
+            )
+        )
     return rows
 
 

@@ -95,7 +95,7 @@ def test_a_quick_run_measures_every_row_and_checks_its_output(tmp_path, monkeypa
     assert overhead.run(args) == 0
     report = json.loads(out.read_text())
     names = [r["name"] for r in report["rows"]]
-    assert len(names) == 9 and any("30-word" in n for n in names)
+    assert len(names) == 10 and any("30-word" in n for n in names)
     checks = {r["name"]: r["check"] for r in report["rows"]}
     assert checks["PartialStabilizer.feed, 30-word utterances"]["last_stable_is_final"]
     assert checks["FastTextAggregator (ours)"]["every_word_back"]
@@ -104,6 +104,8 @@ def test_a_quick_run_measures_every_row_and_checks_its_output(tmp_path, monkeypa
     assert [r["name"] for r in report["ratios"]] == ["FastTextAggregator ÷ SimpleTextAggregator"]
     guard = [c for n, c in checks.items() if n.startswith("PrefixTracker")]
     assert [c["warnings"] > 0 for c in guard] == [False, True]  # the bust is found every time
+    (snap,) = [c for n, c in checks.items() if n.startswith("CacheBustGuard snapshot")]
+    assert snap["snapshots"] > 0  # every request snapshotted
     assert report["meta"]["unmeasured"] == []
     assert report["meta"]["clock"] == "time.process_time_ns"
 
