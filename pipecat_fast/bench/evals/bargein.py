@@ -307,12 +307,18 @@ def barge_in_turns(call: Any, context: LLMContext, timeline: Any) -> list[dict[s
     Returns:
         ``[{"turn", "played_ms", "words_played", "words_committed", "kept_unheard",
         "heard_lost"}]``; the words played are the scripted reply's words whose audio (the
-        TTS emulator's timing) had ended when it was cut.
+        TTS emulator's timing) had ended when it was cut. Replies to turns the script pauses
+        mid-utterance on purpose are left out (they may answer a partial transcript).
     """
     messages = [m for m in context.get_messages() if isinstance(m, dict)]
     out = []
     for turn, played_ms in sorted(timeline.cut_audio_ms.items()):
         if turn >= len(call.replies):
+            continue
+        pauses = getattr(call, "pauses_ms", None) or []
+        if turn < len(pauses) and pauses[turn]:
+            # A turn paused mid-utterance on purpose may be answered early, from a partial
+            # transcript: that reply is not the scripted one this compares against.
             continue
         user_text, reply = call.replies[turn]
         words, _ = plan_speech(reply)
