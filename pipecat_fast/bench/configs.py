@@ -267,6 +267,76 @@ register(
 )
 
 
+# TTS warm-pool (docs/ttspool.md): calls as production has them for a TTS connection, on
+# Sarvam's TTS, whose Pipecat service redials on every interruption: the bot greets when the call
+# is answered, callers talk over replies, and one caller goes quiet past the provider's idle close.
+POOL_GREETING = "Thanks for calling, this is the clinic's assistant. How can I help you today?"
+POOL_RING_S = 2.0
+"""Ring-back for the pool's dial: two seconds is far more than a dial takes (our assumption;
+real ring-backs run several seconds, RING_S)."""
+
+
+def _pool_calls(spec: PipelineSpec) -> None:
+    """Sarvam TTS; a greeting at answer; barge-ins; an idle gap before the middle utterance."""
+    from pipecat.services.sarvam.tts import SarvamTTSService
+
+    from pipecat_fast.testing.stack import SARVAM_IDLE_CLOSE_S
+
+    url = spec.endpoints.sarvam_tts_url if spec.endpoints is not None else None
+    if not url:
+        raise ValueError("this configuration needs the Sarvam TTS emulator")
+    spec.tts = SarvamTTSService(api_key=spec.endpoints.tts_api_key, url=url)
+    n = len(spec.call.utterances)
+    spec.call.greeting = POOL_GREETING
+    moments = barge_in_moments(n)
+    pauses: list[float | None] = [None] * n
+    if n > 1:
+        middle = n // 2
+        moments[middle] = None  # waits for the reply to end, then goes quiet
+        pauses[middle] = SARVAM_IDLE_CLOSE_S + 3.0
+    spec.call.barge_in_after_s = moments
+    spec.call.pause_before_s = pauses
+
+
+def _pool(spec: PipelineSpec) -> None:
+    """The same calls with the TTS warm-pool: dialled while the phone rings, a spare."""
+    from pipecat_fast.ttspool import TTSWarmPool
+
+    _pool_calls(spec)
+    pool = TTSWarmPool()
+    leases = []
+
+    async def ring() -> None:
+        leases.append(pool.prewarm(spec.tts, call_id=spec.call.id))
+
+    async def hang_up() -> None:
+        for lease in leases:
+            await lease.close()
+        await pool.aclose()
+
+    spec.ringing.append(ring)
+    spec.ring_s = max(spec.ring_s, POOL_RING_S)
+    spec.on_hangup.append(hang_up)
+
+
+register(
+    BenchConfig(
+        "stock-pool",
+        "stock pipeline on the pool's calls: Sarvam TTS (redials on every barge-in), a greeting "
+        "at answer, barge-ins, an idle gap past the idle close",
+        _pool_calls,
+    )
+)
+register(
+    BenchConfig(
+        "pool",
+        "TTS warm-pool on the same calls: the socket dialled during a 2 s ring-back, a spare "
+        "for every barge-in",
+        _pool,
+    )
+)
+
+
 # Tuning variants: the sweeps that chose the defaults (docs/prefill.md, docs/aggregator.md).
 for _words in (1, 3, 4):
     register(

@@ -61,6 +61,10 @@ class BenchCall:
             engine's measured prefill rate.
         barge_in_after_s: Per utterance, ``None`` (wait for the previous reply to end) or how
             long after the previous reply started the caller talks over it (s); empty: never.
+        greeting: What the bot says first when the call is answered (a ``TTSSpeakFrame`` at
+            pipeline start; the caller listens to it before speaking), or None.
+        pause_before_s: Per utterance, extra silence before it (s) or None: a caller who goes
+            quiet mid-call (an idle gap).
     """
 
     id: str
@@ -86,6 +90,8 @@ class BenchCall:
         )
 
     barge_in_after_s: list[float | None] = field(default_factory=list)
+    greeting: str | None = None
+    pause_before_s: list[float | None] = field(default_factory=list)
 
 
 @dataclass
@@ -99,6 +105,7 @@ class Endpoints:
     tts_url: str | None
     stt_base_url: str | None
     deepgram_tts_url: str | None = None
+    sarvam_tts_url: str | None = None
     llm_model: str = "gpt-4.1-mini"
     llm_settings: dict[str, Any] = field(default_factory=dict)
     tts_voice: str = "emulated-voice"
@@ -176,7 +183,9 @@ def build_spec(call: BenchCall, endpoints: Endpoints) -> PipelineSpec:
     )
     user_params = LLMUserAggregatorParams(vad_analyzer=SileroVADAnalyzer())
     return PipelineSpec(
-        call=call,
+        # A copy: configurations set the call's per-run fields (barge-ins, a greeting) on
+        # spec.call, and the next configuration or repeat of the same call must not inherit them.
+        call=replace(call),
         context=context,
         stt=stt,
         user_params=user_params,

@@ -194,6 +194,18 @@ async def _bench(args: argparse.Namespace) -> int:
             f"{stats['kept_unheard']} kept unheard, {stats['heard_lost']} heard but lost"
         )
     console.print(first_turn_line(report))
+    for name, stats in report.get("greeting", {}).items():
+        console.print(
+            f"greeting {name}: answer -> first audio p50 {stats['greeting_p50_ms']} ms, "
+            f"p95 {stats['greeting_p95_ms']} ms over {stats['n']} calls "
+            f"(ratio {stats['p50']} / {stats['p95']})"
+        )
+    for name, stats in report.get("pool", {}).items():
+        console.print(
+            f"TTS pool {name}: first connection pooled in {stats['first_reused']}/"
+            f"{stats['calls']} calls, {stats['acquires']} connections asked for, "
+            f"{stats['service_handshakes']} handshakes paid by the service"
+        )
     write_json(args.out, report)
     console.print(f"wrote {args.out}")
     return 1 if report["errors"] else 0
@@ -218,6 +230,7 @@ def engine_endpoints(server, endpoints: Endpoints) -> Endpoints:
         tts_url=endpoints.tts_url,
         stt_base_url=endpoints.stt_base_url,
         deepgram_tts_url=endpoints.deepgram_tts_url,
+        sarvam_tts_url=endpoints.sarvam_tts_url,
         llm_model=server.model_name,
         llm_settings=engine_llm_settings(server),
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loguru import logger
-from pipecat.frames.frames import EndFrame
+from pipecat.frames.frames import EndFrame, TTSSpeakFrame
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
 
@@ -51,6 +51,9 @@ class CallResult:
         outcomes: One per scripted utterance: its answer, false cut-offs, talk-overs.
         bargein: Per reply the caller talked over: the words it had played and the words the
             assistant context kept (see :func:`pipecat_fast.bench.evals.bargein.barge_in_turns`).
+        greeting_ms: For a call whose bot speaks first, from the answer (the pipeline starting)
+            to the greeting's first audio; None otherwise.
+        session: The TTFA meter's session-wide lever accounting (``TTFAObserver.session``).
     """
 
     config: str
@@ -64,6 +67,8 @@ class CallResult:
     slot: int = 0
     outcomes: list[TurnOutcome] = field(default_factory=list)
     bargein: list[dict[str, Any]] = field(default_factory=list)
+    greeting_ms: float | None = None
+    session: dict[str, Any] = field(default_factory=dict)
 
 
 def caller_spans(call: BenchCall, timeline: CallerTimeline) -> list[UtteranceSpan]:
@@ -119,6 +124,7 @@ async def run_call(
     errors: list[str] = []
     transport = None
     spec = None
+    answered_at: float | None = None
     try:
         spec = build_spec(call, endpoints)
         spec.ring_s = ring_s
@@ -128,6 +134,8 @@ async def run_call(
             sample_rate=call.sample_rate,
             reply_timeout_s=call.patience_s,
             barge_in_after_s=spec.call.barge_in_after_s,
+            await_greeting=spec.call.greeting is not None,
+            pause_before_s=spec.call.pause_before_s,
         )
         await ring(spec)
         pipeline = assemble(spec, transport)
@@ -148,9 +156,17 @@ async def run_call(
         async def _on_error(_worker, frame):
             errors.append(frame.error)
 
+        if spec.call.greeting is not None:
+            greeting = spec.call.greeting
+
+            @worker.event_handler("on_pipeline_started")
+            async def _greet(_worker, _frame):
+                await worker.queue_frame(TTSSpeakFrame(greeting))
+
         runner = WorkerRunner(handle_sigint=False)
         await runner.add_workers(worker)
 
+        answered_at = time.time()  # the callee picks up: the pipeline starts now
         running = asyncio.create_task(runner.run())
         caller_done = asyncio.create_task(transport.finished.wait())
         try:
@@ -175,7 +191,14 @@ async def run_call(
         logger.exception(f"bench call {call.id} ({config.name}) failed")
         errors.append(f"{type(e).__name__}: {e}")
     ttfa.close()
+    result.session = dict(ttfa.session)
     timeline = transport.timeline if transport is not None else CallerTimeline()
+    greets = spec is not None and spec.call.greeting is not None
+    if greets and answered_at is not None and timeline.bot_started:
+        first = timeline.bot_started[0]
+        before_caller = not timeline.utterance_started or first < timeline.utterance_started[0]
+        if before_caller:
+            result.greeting_ms = (first - answered_at) * 1000.0
     outcomes = match_turns(caller_spans(call, timeline), ttfa.turns, timeline.bot_started)
     played = len(outcomes)
     outcomes += [TurnOutcome(i) for i in range(played, len(call.utterances))]
@@ -327,6 +350,12 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
             for r in results
             for t in r.bargein
         ]
+    pooled = any(k.startswith("pool_") for r in results for k in r.session)
+    if pooled or any(r.greeting_ms is not None for r in results):
+        from pipecat_fast.bench.evals.pool import greeting_summary, pool_summary
+
+        extra["greeting"] = greeting_summary(results, baseline)
+        extra["pool"] = pool_summary(results)
     return {
         "baseline": baseline,
         "configs": configs,

@@ -138,8 +138,18 @@ class _CallerInput(BaseInputTransport):
             return event.is_set()
 
         timeline = caller.timeline
+        if caller.await_greeting:
+            # The bot speaks first: the callee listens to the greeting before answering it.
+            if await play_silence_until(self._caller_reply_started, caller.reply_timeout_s):
+                await play_silence_until(self._caller_reply_ended, caller.reply_timeout_s)
+            else:
+                logger.warning(f"{self}: no greeting within the timeout")
         await play(silence * int(caller.lead_silence_s * 1000 / CHUNK_MS))
         for index, pcm in enumerate(caller.utterances):
+            pause = caller.pause_before(index)
+            if pause:
+                # The caller goes quiet (on hold, looking something up) before going on.
+                await play(silence * int(pause * 1000 / CHUNK_MS))
             timeline.utterance_started.append(time.time())
             await play(pcm)
             timeline.utterance_ended.append(time.time())
@@ -219,6 +229,10 @@ class CallerTransport(BaseTransport):
         barge_in_after_s: Per utterance, ``None`` to wait for the previous reply to end, or
             how long after that reply started the caller starts this utterance, talking over
             it (the first utterance's entry is ignored). Missing entries wait.
+        await_greeting: The bot speaks first: the caller waits for its greeting to start and
+            end (each up to ``reply_timeout_s``) before the lead silence and first utterance.
+        pause_before_s: Per utterance, extra silence before it (s, after the reply gap) or
+            ``None``: a caller who goes quiet mid-call (an idle gap).
         params: Transport parameters; audio in and out are enabled.
 
     Attributes:
@@ -235,6 +249,8 @@ class CallerTransport(BaseTransport):
         reply_gap_s: float = 0.6,
         reply_timeout_s: float = 15.0,
         barge_in_after_s: Sequence[float | None] = (),
+        await_greeting: bool = False,
+        pause_before_s: Sequence[float | None] = (),
         params: TransportParams | None = None,
     ):
         super().__init__()
@@ -244,6 +260,8 @@ class CallerTransport(BaseTransport):
         self.reply_gap_s = reply_gap_s
         self.reply_timeout_s = reply_timeout_s
         self.barge_in_after_s = list(barge_in_after_s)
+        self.await_greeting = await_greeting
+        self.pause_before_s = list(pause_before_s)
         self.finished = asyncio.Event()
         self.timeline = CallerTimeline()
         self._caller_params = params or TransportParams(
@@ -258,6 +276,12 @@ class CallerTransport(BaseTransport):
         """When utterance ``index`` starts over the previous reply (s after it began), if so."""
         if 0 < index < min(len(self.utterances), len(self.barge_in_after_s)):
             return self.barge_in_after_s[index]
+        return None
+
+    def pause_before(self, index: int) -> float | None:
+        """Extra silence before utterance ``index`` (s), after the usual reply gap, if any."""
+        if 0 <= index < len(self.pause_before_s):
+            return self.pause_before_s[index]
         return None
 
     def input(self) -> FrameProcessor:

@@ -1,4 +1,4 @@
-"""All provider emulators together: STT (Deepgram), LLM (OpenAI), TTS (Cartesia and Deepgram)."""
+"""All provider emulators together: STT, LLM and TTS (Cartesia, Deepgram, Sarvam)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from pipecat_fast.testing.deepgram_server import DeepgramEmulator, ScriptedUtter
 from pipecat_fast.testing.deepgram_tts_server import DeepgramTTSEmulator
 from pipecat_fast.testing.openai_server import OpenAIEmulator
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
+from pipecat_fast.testing.sarvam_server import SarvamEmulator
+
+SARVAM_IDLE_CLOSE_S = 15.0
+"""The stack's Sarvam emulator closes a socket idle this long. Our assumption (Sarvam documents
+no TTS limit, providers/tts.json): Cartesia's documented 5 minutes scaled down so a bench call's
+idle gap can pass it while no ordinary turn does."""
 
 
 class EmulatorStack:
@@ -22,6 +28,8 @@ class EmulatorStack:
     Attributes:
         stt: The Deepgram emulator. llm: the OpenAI one. tts: the Cartesia one.
         deepgram_tts: Deepgram's TTS (WebSocket and REST), for configurations that use it.
+        sarvam_tts: Sarvam's streaming TTS (a service that redials on every interruption),
+            closing idle sockets after :data:`SARVAM_IDLE_CLOSE_S`.
     """
 
     def __init__(
@@ -36,14 +44,16 @@ class EmulatorStack:
         self.llm = OpenAIEmulator(profile, replies=replies)
         self.tts = CartesiaEmulator(profile)
         self.deepgram_tts = DeepgramTTSEmulator(profile)
+        self.sarvam_tts = SarvamEmulator(profile, idle_close_s=SARVAM_IDLE_CLOSE_S)
 
     def urls(self) -> dict[str, str]:
-        """``{"llm_base_url", "tts_url", "stt_base_url", "deepgram_tts_url"}`` once started."""
+        """``{"llm_base_url", "tts_url", "stt_base_url", "deepgram_tts_url", "sarvam_tts_url"}``."""
         return {
             "llm_base_url": self.llm.base_url,
             "tts_url": self.tts.url,
             "stt_base_url": self.stt.base_url,
             "deepgram_tts_url": self.deepgram_tts.ws_url,
+            "sarvam_tts_url": self.sarvam_tts.url,
         }
 
     async def start(self) -> None:
@@ -52,9 +62,11 @@ class EmulatorStack:
         await self.llm.start()
         await self.tts.start()
         await self.deepgram_tts.start()
+        await self.sarvam_tts.start()
 
     async def stop(self) -> None:
-        """Stop all three."""
+        """Stop all of them."""
+        await self.sarvam_tts.stop()
         await self.deepgram_tts.stop()
         await self.tts.stop()
         await self.llm.stop()
