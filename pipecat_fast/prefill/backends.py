@@ -36,10 +36,14 @@ from pipecat_fast.request_tokens import count_chat_tokens
 
 @dataclass(frozen=True)
 class PrefillResult:
-    """The provider's usage for one prefill request (tokens)."""
+    """The provider's usage for one prefill request (tokens).
+
+    ``cached_tokens`` is ``None`` when the usage does not report it (llama-cpp-python's server
+    sends no ``prompt_tokens_details``): unknown, not zero.
+    """
 
     prompt_tokens: int
-    cached_tokens: int
+    cached_tokens: int | None
 
 
 class PrefillBackend(Protocol):
@@ -208,7 +212,7 @@ class OpenAIPrefill:
         response = await client.chat.completions.create(**params)
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) or 0
+        cached = getattr(details, "cached_tokens", None)
         return PrefillResult(
             prompt_tokens=usage.prompt_tokens if usage else 0, cached_tokens=cached
         )

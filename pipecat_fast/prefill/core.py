@@ -312,14 +312,16 @@ class PrefillPlanner:
         elapsed = now - self._speech_started if self._speech_started is not None else 0.0
         return max(0.0, typical - elapsed) + self.config.dispatch_s
 
-    def finished(self, ok: bool, now: float, prompt_tokens: int = 0, cached_tokens: int = 0):
+    def finished(self, ok: bool, now: float, prompt_tokens: int = 0, cached_tokens: int | None = 0):
         """Record the end of the prefill in flight, in the account of the turn that sent it.
 
         Args:
             ok: Whether the provider answered it.
             now: Current time (s).
             prompt_tokens: Prompt tokens the provider reported.
-            cached_tokens: Of those, tokens it read from its cache.
+            cached_tokens: Of those, tokens it read from its cache; ``None`` when its usage
+                does not say (llama-cpp-python's server): then neither its speed nor whether
+                it caches is judged from this prefill.
         """
         account = self._in_flight_account or self.turn
         sent_at = self._in_flight_sent_at
@@ -336,9 +338,11 @@ class PrefillPlanner:
             return
         self._failures = 0
         account.prefill_prompt_tokens += prompt_tokens
-        account.prefill_computed_tokens += max(0, prompt_tokens - cached_tokens)
-        self.speed.add(max(0, prompt_tokens - cached_tokens), max(0.0, now - sent_at))
+        account.prefill_computed_tokens += max(0, prompt_tokens - (cached_tokens or 0))
         self._known_cached = max(self._known_cached, prompt_tokens)
+        if cached_tokens is None:
+            return
+        self.speed.add(max(0, prompt_tokens - cached_tokens), max(0.0, now - sent_at))
         self._watch_caching(prompt_tokens, cached_tokens)
 
     def _watch_caching(self, prompt_tokens: int, cached_tokens: int) -> None:
@@ -361,8 +365,17 @@ class PrefillPlanner:
         if self._in_flight:
             self._overlapped_tokens = self._in_flight_tokens
 
-    def real_request(self, prompt_tokens: int, cached_tokens: int, ttft_s: float | None) -> None:
-        """The provider's usage (and time to first token, if measured) of a real request."""
+    def real_request(
+        self, prompt_tokens: int, cached_tokens: int | None, ttft_s: float | None
+    ) -> None:
+        """The provider's usage (and time to first token, if measured) of a real request.
+
+        ``cached_tokens`` is ``None`` when the usage does not say: nothing is judged from it.
+        """
+        if cached_tokens is None:
+            self._overlapped_tokens = 0
+            self._known_cached = max(self._known_cached, prompt_tokens)
+            return
         uncached = max(0, prompt_tokens - cached_tokens)
         if self._overlapped_tokens:
             # It left while a prefill was still running: did it read what the prefill computed?

@@ -377,11 +377,11 @@ class SpeculativePrefill(FrameProcessor):
                 self._prefill_ttfb = item.value
             elif isinstance(item, LLMUsageMetricsData):
                 usage = item.value
-                read = usage.cache_read_input_tokens or 0
+                read = usage.cache_read_input_tokens  # None: the provider did not say
                 prompt = usage.prompt_tokens
                 provider = getattr(self._prefill_backend, "provider", None)
                 if provider and cache_facts(provider).net_of_cache:
-                    prompt += read + (usage.cache_creation_input_tokens or 0)
+                    prompt += (read or 0) + (usage.cache_creation_input_tokens or 0)
                 self._prefill_planner.real_request(prompt, read, self._prefill_ttfb)
                 self._prefill_ttfb = None
 

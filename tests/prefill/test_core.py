@@ -299,3 +299,19 @@ def test_a_failed_prefill_cached_nothing_so_the_next_counts_from_before_it():
     planner.finished(False, now=0.1)
     # Not "too few new words" and not "no new block": nothing of the failed one was kept.
     assert planner.decide(2, 2004, now=0.2) is None
+
+
+def test_usage_that_does_not_say_what_was_cached_is_not_taken_for_zero():
+    # llama-cpp-python's server reports no cached tokens at all: neither the caching alarm
+    # nor the speed may be judged from it.
+    speed = ProviderSpeed()
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1), speed)
+    for i in range(6):
+        assert planner.decide(i + 1, 3000 + i, now=float(i)) is None
+        planner.finished(True, now=i + 0.9, prompt_tokens=3000 + i, cached_tokens=None)
+    assert not planner.not_caching_raised
+    assert speed.samples == []
+    assert planner.turn.prefill_computed_tokens == sum(3000 + i for i in range(6))
+    planner.request_dispatched(now=10.0)
+    planner.real_request(prompt_tokens=3010, cached_tokens=None, ttft_s=0.2)
+    assert speed.reuses_unfinished is None and speed.samples == []
