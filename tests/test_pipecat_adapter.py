@@ -384,3 +384,37 @@ async def test_background_close_connection_is_pipecats_bounded_one(accepting_ser
     await connection.close()
     await _pipecat.wait_background_close(connection)
     assert not _pipecat.connection_is_open(connection)
+
+
+async def test_listen_to_stop_strategy_attaches_one_handler_per_event():
+    strategy = BaseUserTurnStopStrategy()
+    heard = []
+
+    def handler(name):
+        return lambda *args, **kwargs: heard.append(name)
+
+    _pipecat.listen_to_stop_strategy(
+        strategy,
+        on_push_frame=handler("push"),
+        on_broadcast_frame=handler("broadcast"),
+        on_inference_triggered=handler("inference"),
+        on_speculation_cancelled=handler("cancelled"),
+        on_stopped=handler("stopped"),
+    )
+    await strategy.trigger_user_turn_stopped()
+    await strategy.trigger_user_turn_speculation_cancelled()
+    require(
+        heard == ["inference", "stopped", "cancelled"],
+        f"trigger_user_turn_stopped/_speculation_cancelled now emit {heard}",
+        "listen_to_stop_strategy",
+    )
+
+
+def test_inline_frame_hooks_can_be_removed():
+    processor = FrameProcessor()
+    hook = lambda p, f: None  # noqa: E731
+    _pipecat.add_inline_frame_hooks(processor, after_process=hook)
+    _pipecat.remove_inline_frame_hooks(processor, after_process=hook)
+    _pipecat.remove_inline_frame_hooks(processor, after_process=hook)  # absent: ignored
+    handlers = processor._event_handlers["on_after_process_frame"].handlers
+    assert hook not in handlers
