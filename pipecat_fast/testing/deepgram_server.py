@@ -6,6 +6,19 @@ linear16 audio in; ``Results`` messages with interim (``is_final: false``) and f
 transcripts out; ``KeepAlive``, ``Finalize`` (answered with ``from_finalize: true``) and
 ``CloseStream`` control messages.
 
+What each ``Results`` message carries follows Deepgram's documentation (developers.deepgram.com,
+"Endpointing & Interim Results", "Finalize"): ``start`` and ``duration`` are the audio time range
+(s of the stream) the result covers — consecutive finals tile the stream, an interim covers the
+stretch after the last final heard so far; ``is_final`` marks the last result for its range;
+``speech_final`` marks a final that Deepgram's endpointing cut at a pause (``endpointing``
+query parameter, ms of silence, default 10; ``endpointing=false`` turns it off, and finals then
+come only from ``Finalize`` or ``NO_ENDPOINT_FINAL_S`` after the speech); ``from_finalize``
+marks the answer to a ``Finalize`` (empty when an earlier final already covered everything).
+So both orders happen as they do on Deepgram: with the default endpointing the final of an
+utterance arrives before the ``Finalize`` Pipecat sends at the VAD's stop, which is then answered
+with an empty ``from_finalize`` result; with an endpointing longer than the VAD's stop window
+(``endpointing=300``) the ``Finalize`` arrives first and its answer carries the words.
+
 It does not recognize speech. It knows the call's script — what each utterance says, with
 word timings relative to the utterance's speech onset — and aligns it to the audio it
 actually receives: an energy detector finds the onset of each utterance in the stream (the
@@ -47,6 +60,13 @@ MIN_GAP_S = 0.3
 _BLOCK_FRAMES = 256
 # Interim results are cheaper than finals: processing time before one is sent (our choice).
 INTERIM_PROCESSING_MS = 50.0
+# Deepgram's default endpointing: a final after 10 ms of silence ("By default, Deepgram
+# identifies an endpoint after 10 milliseconds (ms) of silence", developers.deepgram.com,
+# "Endpointing & Interim Results With Live Streaming").
+DEFAULT_ENDPOINTING_MS = 10.0
+# With endpointing off, Deepgram still finalizes on its own "every few seconds" (same page);
+# our choice of how long after the last word.
+NO_ENDPOINT_FINAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +112,9 @@ class SentResult:
     is_final: bool
     transcript: str
     from_finalize: bool = False
+    speech_final: bool = False
+    start_s: float = 0.0
+    duration_s: float = 0.0
 
 
 def interim_events(utterance: ScriptedUtterance, interval_s: float) -> list[tuple[float, str]]:
@@ -165,8 +188,10 @@ class _Session:
         script: Sequence[ScriptedUtterance],
         rate: int,
         where: str = "",
+        endpointing_ms: float | None = DEFAULT_ENDPOINTING_MS,
     ):
         self.emulator = emulator
+        self.endpointing_ms = endpointing_ms  # None: endpointing off
         self.script = script
         self.where = where  # which script, for log lines: "tag 'x'" or why the default
         self.detector = OnsetDetector(rate)
@@ -178,6 +203,7 @@ class _Session:
         self.finalized_words = 0
         self.final_pending = False
         self.finalize_requested = False
+        self.segment_start = 0.0  # audio time the next result's range starts (last final's end)
         self.outbox: asyncio.Queue[tuple[float, dict[str, Any]] | None] = asyncio.Queue()
 
     def on_audio(self, pcm: bytes) -> None:
@@ -188,7 +214,7 @@ class _Session:
         while self.events and self.events[0][0] <= now:
             at, text, is_final = self.events.pop(0)
             if is_final:
-                self._send_final(at, finalize=False)
+                self._send_final(at, finalize=False, speech_final=self.endpointing_ms is not None)
                 continue
             # After a Finalize, interims carry only the words no final has covered yet, as
             # Deepgram's do (a finalized word is never sent again).
@@ -198,15 +224,18 @@ class _Session:
 
     def on_finalize(self) -> None:
         """Finalize what has been heard now (Deepgram's ``Finalize``)."""
-        if self.index < 0 or self.index >= len(self.script):
-            self._send(self.detector.audio_time_s, "", is_final=True, from_finalize=True)
+        now = self.detector.audio_time_s
+        if 0 <= self.index < len(self.script) and (self.final_pending or self.events):
+            self._send_final(now, finalize=True)
             return
-        if self.final_pending or self.events:
-            self._send_final(self.detector.audio_time_s, finalize=True)
-        else:
-            self._send(self.detector.audio_time_s, "", is_final=True, from_finalize=True)
+        # Nothing left to transcribe: an empty answer, quickly (there is nothing to process).
+        self._send(now, "", is_final=True, from_finalize=True, delay_ms=INTERIM_PROCESSING_MS)
 
     def _start_utterance(self, onset: float) -> None:
+        if self.final_pending and 0 <= self.index < len(self.script):
+            # New speech before the last utterance was finalized (endpointing off): Deepgram
+            # finalizes the earlier words first.
+            self._send_final(onset, finalize=False)
         self.index += 1
         if self.index >= len(self.script):
             logger.warning(
@@ -221,10 +250,15 @@ class _Session:
         self.final_pending = True
         interval = self.emulator.profile.stt_interim_interval_ms / 1000.0
         self.events = [(onset + t, text, False) for t, text in interim_events(utterance, interval)]
-        self.events.append((onset + utterance.duration_s, utterance.text, True))
+        # The endpointer decides the final once it has heard enough silence after the speech.
+        if self.endpointing_ms is None:
+            final_at = onset + utterance.duration_s + NO_ENDPOINT_FINAL_S
+        else:
+            final_at = onset + utterance.duration_s + self.endpointing_ms / 1000.0
+        self.events.append((final_at, utterance.text, True))
         self.busy_until = onset + utterance.duration_s + MIN_GAP_S
 
-    def _send_final(self, at: float, *, finalize: bool) -> None:
+    def _send_final(self, at: float, *, finalize: bool, speech_final: bool = False) -> None:
         """Final for the words heard up to ``at`` that no earlier final covered."""
         utterance = self.script[self.index]
         heard = [w for w in utterance.words if w.end_s <= at - self.onset + 1e-6]
@@ -240,7 +274,21 @@ class _Session:
             # Interims before this point are superseded by the final.
             self.events = [e for e in self.events if e[0] > at]
         self.finalized_words = len(heard)
-        self._send(at, text, is_final=True, from_finalize=finalize, words=words)
+        delay_ms = None
+        if not finalize and self.endpointing_ms is not None:
+            # The final's latency from the end of speech stays ``stt_final_ms``: the endpointing
+            # silence is part of it (at least an interim's processing time after the decision).
+            p = self.emulator.profile
+            delay_ms = max(INTERIM_PROCESSING_MS, p.stt_final_ms - self.endpointing_ms)
+        self._send(
+            at,
+            text,
+            is_final=True,
+            from_finalize=finalize,
+            speech_final=speech_final,
+            words=words,
+            delay_ms=delay_ms,
+        )
 
     def _send(
         self,
@@ -249,18 +297,24 @@ class _Session:
         *,
         is_final: bool,
         from_finalize: bool = False,
+        speech_final: bool = False,
         delay_ms: float | None = None,
         words: Sequence[ScriptedWord] = (),
     ) -> None:
         p = self.emulator.profile
         delay = p.rtt_ms + (p.stt_final_ms if delay_ms is None else delay_ms)
+        # The range this result covers: from the end of the last final to the audio heard.
+        start = self.segment_start
+        duration = max(0.0, at - start)
+        if is_final:
+            self.segment_start = max(start, at)
         payload = {
             "type": "Results",
             "channel_index": [0, 1],
-            "duration": round(max(0.0, at - self.onset), 3),
-            "start": round(self.onset, 3),
+            "duration": round(duration, 3),
+            "start": round(start, 3),
             "is_final": is_final,
-            "speech_final": is_final and not from_finalize,
+            "speech_final": is_final and speech_final,
             "from_finalize": from_finalize,
             "channel": {
                 "alternatives": [
@@ -287,7 +341,18 @@ class _Session:
             },
         }
         self.outbox.put_nowait((time.monotonic() + delay / 1000.0, payload))
-        self.emulator.results.append(SentResult(time.time(), at, is_final, text, from_finalize))
+        self.emulator.results.append(
+            SentResult(
+                time.time(),
+                at,
+                is_final,
+                text,
+                from_finalize,
+                speech_final=is_final and speech_final,
+                start_s=round(start, 3),
+                duration_s=round(duration, 3),
+            )
+        )
 
 
 class DeepgramEmulator(WebSocketEmulator):
@@ -339,6 +404,8 @@ class DeepgramEmulator(WebSocketEmulator):
             return connection.respond(400, "sample_rate must be an integer in [8000, 48000]\n")
         if query.get("channels", ["1"])[0] != "1":
             return connection.respond(400, "only mono audio is emulated\n")
+        if _endpointing(query) == "bad":
+            return connection.respond(400, "endpointing must be false or an integer (ms)\n")
         return None
 
     async def handle(self, connection: ServerConnection) -> None:
@@ -356,7 +423,14 @@ class DeepgramEmulator(WebSocketEmulator):
             )
             if self.scripts or not self.default_script:
                 logger.warning(f"DeepgramEmulator: {why}; using the default script")
-        session = _Session(self, script, int(query["sample_rate"][0]), where)
+        endpointing = _endpointing(query)
+        session = _Session(
+            self,
+            script,
+            int(query["sample_rate"][0]),
+            where,
+            endpointing_ms=None if endpointing is False else float(endpointing),
+        )
         sender = asyncio.create_task(self._sender(connection, session))
         try:
             async for message in connection:
@@ -417,6 +491,16 @@ class DeepgramEmulator(WebSocketEmulator):
             await connection.send(json.dumps(metadata))
         except ConnectionClosed:
             pass
+
+
+def _endpointing(query: Mapping[str, list[str]]) -> float | bool | str:
+    """The ``endpointing`` query parameter: ms of silence, ``False`` (off), or ``"bad"``."""
+    raw = query.get("endpointing", [""])[0].strip().lower()
+    if not raw or raw == "true":
+        return DEFAULT_ENDPOINTING_MS
+    if raw == "false":
+        return False
+    return float(raw) if raw.isdigit() else "bad"
 
 
 def utterance_from_words(

@@ -220,3 +220,89 @@ async def test_a_service_without_tag_is_told_the_tag_is_missing_and_which_exist(
     assert "the connection has no tag" in beyond[0] and "'book_cleaning'" in beyond[0]
     assert "DeepgramSTTService(tag=...)" in beyond[0]
     assert not emulator.results or all(not r.transcript for r in emulator.results)
+
+
+def stt_with(emulator, tag, **settings):
+    return DeepgramSTTService(
+        api_key="test-key",
+        base_url=emulator.base_url,
+        tag=tag,
+        settings=DeepgramSTTService.Settings(**settings),
+    )
+
+
+async def test_default_endpointing_sends_the_final_before_the_finalize_as_deepgram_does():
+    """Deepgram's 10 ms endpointing finalizes ahead of the VAD's stop: Finalize gets ''."""
+    utterance, audio = scripted("Cancel my appointment please.")
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        frames = [*audio_frames(silence(0.2) + audio + silence(0.2)), SleepFrame(0.3)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
+        down, _ = await run_test(stt(emulator, "c"), frames_to_send=frames)
+    natural, answer = [r for r in emulator.results if r.is_final]
+    assert (natural.transcript, natural.speech_final, natural.from_finalize) == (
+        utterance.text,
+        True,
+        False,
+    )
+    assert (answer.transcript, answer.speech_final, answer.from_finalize) == ("", False, True)
+    # The final covers the speech: its range ends 10 ms (the endpointing) after the last word.
+    speech_end = 0.2 + utterance.duration_s
+    assert natural.start_s + natural.duration_s == pytest.approx(speech_end + 0.01, abs=0.021)
+    # Pipecat does not mark it finalized (the Finalize answer that would is empty).
+    [final] = [f for f in down if isinstance(f, TranscriptionFrame)]
+    assert final.finalized is False
+    assert final.result.speech_final is True and final.result.from_finalize is False
+
+
+async def test_long_endpointing_answers_the_finalize_with_the_words_and_pipecat_marks_it():
+    """endpointing=300 outlasts the VAD's 200 ms window: the Finalize comes first."""
+    utterance, audio = scripted("Cancel my appointment please.")
+    speech = audio[: int(utterance.duration_s * RATE) * 2]  # up to the last word's end
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        frames = [*audio_frames(silence(0.2) + speech + silence(0.2)), SleepFrame(0.2)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.2)]
+        frames += [*audio_frames(silence(0.5)), SleepFrame(0.3)]
+        down, _ = await run_test(stt_with(emulator, "c", endpointing=300), frames_to_send=frames)
+    finals = [r for r in emulator.results if r.is_final]
+    assert [(r.transcript, r.from_finalize, r.speech_final) for r in finals] == [
+        (utterance.text, True, False)
+    ]
+    [final] = [f for f in down if isinstance(f, TranscriptionFrame)]
+    assert final.finalized is True  # Pipecat's own fast path: from_finalize with the words
+
+
+async def test_without_endpointing_no_final_is_speech_final():
+    utterance, audio = scripted("Cancel my appointment please.")
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        pcm = silence(0.2) + audio + silence(1.3)
+        down, _ = await run_test(
+            stt_with(emulator, "c", endpointing=False),
+            frames_to_send=[*audio_frames(pcm), SleepFrame(0.3)],
+        )
+    [final] = [f for f in down if isinstance(f, TranscriptionFrame)]
+    assert final.text == utterance.text
+    assert final.result.speech_final is False and final.result.is_final is True
+
+
+async def test_consecutive_results_tile_the_stream_with_start_and_duration():
+    first, first_audio = scripted("I would like to book a cleaning.")
+    second, second_audio = scripted("Next Tuesday works.")
+    async with DeepgramEmulator(FAST, scripts={"c": [first, second]}) as emulator:
+        pcm = silence(0.3) + first_audio + silence(0.8) + second_audio + silence(0.3)
+        await run_test(stt(emulator, "c"), frames_to_send=[*audio_frames(pcm), SleepFrame(0.3)])
+    finals = [r for r in emulator.results if r.is_final]
+    assert [r.transcript for r in finals] == [first.text, second.text]
+    assert finals[0].start_s == 0.0
+    # Each final's range starts where the previous one ended (the silence between included).
+    assert finals[1].start_s == pytest.approx(finals[0].start_s + finals[0].duration_s, abs=1e-3)
+    interims = [r for r in emulator.results if not r.is_final]
+    assert all(r.start_s in (finals[0].start_s, finals[1].start_s) for r in interims)
+
+
+async def test_a_bad_endpointing_value_is_rejected():
+    async with DeepgramEmulator(FAST) as emulator:
+        url = f"{emulator.base_url}/v1/listen?encoding=linear16&sample_rate=16000&endpointing=x"
+        with pytest.raises(websockets.exceptions.InvalidStatus) as info:
+            async with websockets.connect(url, additional_headers={"Authorization": "Token k"}):
+                pass
+    assert info.value.response.status_code == 400
