@@ -149,6 +149,33 @@ def listen_to_stop_strategy(
         strategy.add_event_handler(name, handler)
 
 
+# -- STT services ---------------------------------------------------------------------------
+
+STTMessageHook = Callable[[Any], Awaitable[None]]
+
+
+def install_stt_message_hook(service: Any, after: STTMessageHook) -> None:
+    """Call ``after(message)`` once the STT service has handled each provider message.
+
+    Pipecat 1.14's ``DeepgramSTTService`` handles every message of its live connection in
+    ``_on_message`` (registered on the connection when it connects, looked up on the
+    instance), and pushes nothing for an empty ``from_finalize`` answer. Installed on the
+    instance before the service connects, so it covers every connection it opens.
+
+    Raises:
+        TypeError: If the service has no ``_on_message`` handler to follow.
+    """
+    original = getattr(service, "_on_message", None)
+    if not callable(original):
+        raise TypeError(f"{service} has no provider message handler (_on_message) to follow")
+
+    async def _on_message(message: Any) -> None:
+        await original(message)
+        await after(message)
+
+    service._on_message = _on_message
+
+
 # -- frame hooks ----------------------------------------------------------------------------
 
 FRAME_HOOK_EVENTS = ("on_before_process_frame", "on_after_process_frame", "on_before_push_frame")

@@ -68,6 +68,29 @@ class StableTranscriptFrame(DataFrame):
 
 
 @dataclass
+class STTFinalizeAnswerFrame(DataFrame):
+    """An STT's answer to a finalize request that Pipecat's service does not surface itself.
+
+    Deepgram answers Pipecat's ``Finalize`` with an empty ``from_finalize`` result when its own
+    endpointing final already covered the speech; Pipecat 1.14 then pushes nothing. With
+    :func:`pipecat_fast.endofturn.report_finalize_answers` on the STT service, that answer is
+    pushed as this frame, so the end-of-turn confirmation can read how far the STT finalized.
+    A :class:`~pipecat.frames.frames.DataFrame` (in order with the transcripts around it),
+    uninterruptible (an interruption keeps it in place). Processors that do not know it pass
+    it on.
+
+    Parameters:
+        result: The provider's result object, as the STT service received it.
+    """
+
+    result: Any = None
+    interruptible: bool = field(default=False, init=False)
+
+    def __str__(self):
+        return f"{self.name}()"
+
+
+@dataclass
 class TTFAAnnotationFrame(SystemFrame):
     """Lever accounting for the TTFA meter; :class:`~pipecat_fast.ttfa.TTFAObserver` merges it.
 

@@ -1,0 +1,33 @@
+"""End-of-turn confirmation on a complete transcript, early pauses, and the patience dial.
+
+See docs/endofturn.md.
+"""
+
+from pipecat_fast.endofturn.core import (
+    ClockUnreliable,
+    Confirm,
+    EarlyConfirm,
+    LateFinal,
+    PauseTracker,
+    STTResult,
+)
+from pipecat_fast.endofturn.finalize import report_finalize_answers
+from pipecat_fast.endofturn.readers import read_frame, read_result
+from pipecat_fast.endofturn.strategy import (
+    CompleteTranscriptUserTurnStopStrategy,
+    default_turn_analyzer_strategy,
+)
+
+__all__ = [
+    "ClockUnreliable",
+    "CompleteTranscriptUserTurnStopStrategy",
+    "Confirm",
+    "EarlyConfirm",
+    "LateFinal",
+    "PauseTracker",
+    "STTResult",
+    "default_turn_analyzer_strategy",
+    "read_frame",
+    "read_result",
+    "report_finalize_answers",
+]
