@@ -17,6 +17,7 @@ from pipecat_fast.endofturn.strategy import (
     CompleteTranscriptUserTurnStopStrategy,
     default_turn_analyzer_strategy,
 )
+from pipecat_fast.endofturn.vad import PauseTap
 
 __all__ = [
     "ClockUnreliable",
@@ -24,6 +25,7 @@ __all__ = [
     "Confirm",
     "EarlyConfirm",
     "LateFinal",
+    "PauseTap",
     "PauseTracker",
     "STTResult",
     "default_turn_analyzer_strategy",

@@ -20,7 +20,9 @@ from pipecat_fast.frames import STTFinalizeAnswerFrame
 
 
 def _empty_finalize_answer(message: Any) -> bool:
-    if getattr(message, "from_finalize", None) is not True or not getattr(message, "is_final", False):
+    if getattr(message, "from_finalize", None) is not True:
+        return False
+    if not getattr(message, "is_final", False):
         return False
     channel = getattr(message, "channel", None)
     alternatives = getattr(channel, "alternatives", None) or []

@@ -16,6 +16,12 @@ is withdrawn. No draft token is spoken before confirmation (the gate holds them)
 call runs (the LLM service withdraws a speculation that wants one), and the context only ever
 gets the final transcript.
 
+Drafting earlier: given the VAD's :class:`~pipecat_fast.endofturn.PauseTap` and an
+``early_silence_s``, the draft starts at a pause of that much silence inside the VAD's stop
+window — from the VAD's own per-frame confidence — when the caller's words are in hand (the
+finals with no interim after them, or stable words covering the latest interim), or when the
+final arrives during the pause; the next speech frame withdraws it.
+
 A released draft was generated from the drafted words, which equal the final transcript only
 *under the normaliser*: ``I'd like Tuesday`` drafted, ``I'd like Tuesday.`` final. The reply
 can differ from what the final transcript's exact characters would have produced as much as a
@@ -39,11 +45,12 @@ from loguru import logger
 from pipecat.frames.frames import (
     EagerEndOfTurnCancelFrame,
     Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import (
     BaseUserTurnStopStrategy,
@@ -51,7 +58,7 @@ from pipecat.turns.user_stop.base_user_turn_stop_strategy import (
 )
 from pipecat.turns.user_stop.eager_match_policy import EagerMatchPolicy
 
-from pipecat_fast._pipecat import listen_to_stop_strategy
+from pipecat_fast._strategy import WrappingUserTurnStopStrategy
 from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
 from pipecat_fast.prefill.draft_core import (
     Confirm,
@@ -79,6 +86,33 @@ class TranscriptMatch(EagerMatchPolicy):
         return same_words(eager, final)
 
 
+def _check_pauses(pauses: Any, early_silence_s: Any) -> None:
+    if pauses is None and early_silence_s is None:
+        return
+    from pipecat_fast.endofturn.vad import PauseTap
+
+    if pauses is None or early_silence_s is None:
+        raise ValueError(
+            "draft at pauses with both pauses= (the PauseTap given to the user aggregator as "
+            "its vad_analyzer) and early_silence_s= (the silence, s, worth a draft)"
+        )
+    if not isinstance(pauses, PauseTap):
+        raise TypeError(
+            "pauses must be the PauseTap the user aggregator runs as its VAD analyzer, got "
+            f"{type(pauses).__name__}"
+        )
+    bad = isinstance(early_silence_s, bool) or not isinstance(early_silence_s, int | float)
+    if bad or early_silence_s <= 0:
+        raise ValueError(
+            f"early_silence_s must be a number of seconds > 0, not {early_silence_s!r}"
+        )
+    if early_silence_s >= pauses.params.stop_secs:
+        raise ValueError(
+            f"early_silence_s ({early_silence_s}) must be under the VAD's stop_secs "
+            f"({pauses.params.stop_secs}): at stop_secs the VAD itself reports the stop"
+        )
+
+
 def _check_inner(inner: Any) -> None:
     if inner is None or isinstance(inner, BaseUserTurnStopStrategy):
         return
@@ -91,7 +125,7 @@ def _check_inner(inner: Any) -> None:
     )
 
 
-class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
+class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
     """Speculate at end of speech, hold until the wrapped strategy confirms the turn.
 
     Put it where Pipecat's stop strategy goes:
@@ -104,10 +138,16 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
         match_policy: Whether the final transcript still says the drafted words; defaults to
             :class:`TranscriptMatch` (case, punctuation and spacing ignored). Any Pipecat
             ``EagerMatchPolicy`` (``ExactMatch()``...) works.
-        max_drafts_per_turn: Drafts one turn may start (a later final transcript that no
-            longer matches withdraws the draft and may start another).
+        max_drafts_per_turn: Drafts one turn may start, early ones included (a later final
+            transcript that no longer matches withdraws the draft and may start another): the
+            turn's speculation budget.
         use_stable_words: Draft from the stabiliser's stable words when no final transcript
             has arrived yet at end of speech.
+        pauses: The VAD analyzer's :class:`~pipecat_fast.endofturn.PauseTap` (the same object
+            given to ``LLMUserAggregatorParams(vad_analyzer=...)``), to draft at a pause
+            inside the VAD's stop window.
+        early_silence_s: The silence (s) that makes a pause worth a draft; ``None`` (the
+            default) drafts only at the VAD's stop. Must be under the VAD's ``stop_secs``.
         **kwargs: Passed to ``BaseUserTurnStopStrategy``.
 
     Attributes:
@@ -115,8 +155,11 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
 
     Raises:
         TypeError: If ``inner`` is not a user turn stop strategy (an LLM service passed where
-            the strategy goes, for one) or ``match_policy`` is not an ``EagerMatchPolicy``.
-        ValueError: If ``max_drafts_per_turn`` < 1.
+            the strategy goes, for one), ``match_policy`` is not an ``EagerMatchPolicy``, or
+            ``pauses`` is not a ``PauseTap``.
+        ValueError: If ``max_drafts_per_turn`` < 1, ``early_silence_s`` is not a positive
+            number under the VAD's ``stop_secs``, or only one of ``pauses`` and
+            ``early_silence_s`` is given.
     """
 
     def __init__(
@@ -126,6 +169,8 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
         match_policy: EagerMatchPolicy | None = None,
         max_drafts_per_turn: int = 2,
         use_stable_words: bool = True,
+        pauses: Any = None,
+        early_silence_s: float | None = None,
         **kwargs: Any,
     ):
         _check_inner(inner)
@@ -134,7 +179,11 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
                 f"match_policy must be a Pipecat EagerMatchPolicy (TranscriptMatch(), "
                 f"ExactMatch()...), got {match_policy!r}"
             )
-        super().__init__(**kwargs)
+        _check_pauses(pauses, early_silence_s)
+        policy = match_policy or TranscriptMatch()
+        core = DraftHold(
+            match=policy.matches, max_drafts=max_drafts_per_turn, use_stable_words=use_stable_words
+        )
         if inner is None:
             from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
             from pipecat.turns.user_stop.turn_analyzer_user_turn_stop_strategy import (
@@ -142,26 +191,12 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
             )
 
             inner = TurnAnalyzerUserTurnStopStrategy(turn_analyzer=LocalSmartTurnAnalyzerV3())
-        policy = match_policy or TranscriptMatch()
-        self._draft_inner = inner
-        self._draft_core = DraftHold(
-            match=policy.matches, max_drafts=max_drafts_per_turn, use_stable_words=use_stable_words
-        )
-        # Every event of the wrapped strategy comes back out of this one, through the public
-        # triggers, after the core has had its say.
-        listen_to_stop_strategy(
-            inner,
-            on_push_frame=self._on_inner_push,
-            on_broadcast_frame=self._on_inner_broadcast,
-            on_inference_triggered=self._on_inner_inference,
-            on_speculation_cancelled=self._on_inner_withdrawal,
-            on_stopped=self._on_inner_stopped,
-        )
-
-    @property
-    def inner(self) -> BaseUserTurnStopStrategy:
-        """The strategy that decides the end of turn."""
-        return self._draft_inner
+        super().__init__(inner, **kwargs)
+        self._draft_core = core
+        self._draft_pauses = pauses
+        self._draft_early_s = early_silence_s
+        self._draft_vad_speaking = False  # the VAD heard the caller and has not stopped
+        self._draft_paused = False  # a pause inside the stop window was reported
 
     @property
     def outcomes(self) -> list[str]:
@@ -173,25 +208,10 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
         """The words of the draft held now (its reply not yet released), or ``None``."""
         return self._draft_core.held
 
-    @property
-    def resolves_proposed_turn_stop_frames(self) -> bool:
-        """Whatever the wrapped strategy does with proposals."""
-        return self._draft_inner.resolves_proposed_turn_stop_frames
-
-    async def setup(self, setup: FrameProcessorSetup):
-        """Set up the wrapped strategy too."""
-        await super().setup(setup)
-        await self._draft_inner.setup(setup)
-
-    async def cleanup(self):
-        """Clean up the wrapped strategy."""
-        await super().cleanup()
-        await self._draft_inner.cleanup()
-
     async def handle_user_turn_started(self):
         """A new turn: a draft still held belongs to the last one and is withdrawn."""
         await self._apply(self._draft_core.turn_started())
-        await self._draft_inner.handle_user_turn_started()
+        await super().handle_user_turn_started()
 
     async def handle_user_turn_stopped(self):
         """The turn ended (by any strategy or the watchdog).
@@ -200,32 +220,51 @@ class DraftAndHoldUserTurnStopStrategy(BaseUserTurnStopStrategy):
         before the turn-end broadcast can release it, and the normal request answers the turn.
         """
         await self._apply(self._draft_core.turn_stopped())
-        await self._draft_inner.handle_user_turn_stopped()
+        await super().handle_user_turn_stopped()
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult | None:
         """Feed the caller's words and silence to the core; the wrapped strategy decides."""
         core = self._draft_core
-        if isinstance(frame, TranscriptionFrame):
+        if isinstance(frame, InputAudioRawFrame):
+            await self._watch_pause()
+        elif isinstance(frame, TranscriptionFrame):
             await self._apply(core.final_transcript(frame.text))
+        elif isinstance(frame, InterimTranscriptionFrame):
+            await self._apply(core.interim_transcript(frame.text))
         elif isinstance(frame, StableTranscriptFrame):
             await self._apply(core.stable_words(frame.text))
         elif isinstance(frame, VADUserStartedSpeakingFrame):
+            self._draft_vad_speaking = True
+            self._draft_paused = False
             await self._apply(core.caller_speaking())
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
+            self._draft_vad_speaking = False
+            self._draft_paused = False
             # Draft before the wrapped strategy runs its end-of-turn model on this frame
             # (Smart Turn inference takes tens of ms): the draft's TTFT overlaps it too.
             await self._apply(core.caller_silent())
         elif isinstance(frame, EagerEndOfTurnCancelFrame):
             await self._apply(core.withdrawn_elsewhere())
-        return await self._draft_inner.process_frame(frame)
+        return await super().process_frame(frame)
+
+    async def _watch_pause(self) -> None:
+        """Act on the VAD's silence building up inside its stop window.
+
+        The user aggregator runs its VAD on an audio frame before the strategies see it, so
+        the tap's silence already includes this frame.
+        """
+        pauses, early = self._draft_pauses, self._draft_early_s
+        if pauses is None or early is None or not self._draft_vad_speaking:
+            return
+        silence = pauses.silence_s
+        if not self._draft_paused and silence >= early:
+            self._draft_paused = True
+            await self._apply(self._draft_core.caller_paused())
+        elif self._draft_paused and silence == 0.0:
+            self._draft_paused = False
+            await self._apply(self._draft_core.caller_resumed())
 
     # -- the wrapped strategy's events -----------------------------------------------------
-
-    async def _on_inner_push(self, _inner, frame: Frame, direction=FrameDirection.DOWNSTREAM):
-        await self.push_frame(frame, direction)
-
-    async def _on_inner_broadcast(self, _inner, frame_cls: type[Frame], **kwargs):
-        await self.broadcast_frame(frame_cls, **kwargs)
 
     async def _on_inner_inference(self, _inner, speculation: UserTurnSpeculation | None = None):
         await self._apply(

@@ -8,9 +8,14 @@ calls and decisions into Pipecat events.
 
 The rules:
 
-- **Draft** when the caller is silent (the VAD stopped, or a pause inside its stop window was
-  reported) and their words are known: the final transcripts so far, else the stable words
-  (``use_stable_words``). At most ``max_drafts`` per turn, one held at a time.
+- **Draft** when the caller is silent (the VAD stopped) and their words are known: the final
+  transcripts so far, else the stable words (``use_stable_words``). At most ``max_drafts`` per
+  turn (the turn's speculation budget), one held at a time.
+- **Draft earlier**, at a pause inside the VAD's stop window (:meth:`DraftHold.caller_paused`,
+  reported from the VAD's own per-frame confidence), only when the words are *in hand*: the
+  finals with no interim after them, or stable words that cover the latest interim. Otherwise
+  the final's arrival during the pause starts the draft. The caller speaking again
+  (:meth:`DraftHold.caller_resumed`, the next speech frame) withdraws it.
 - **Withdraw** a held draft when the caller speaks again, when a final transcript arrives that no
   longer says the drafted words, when the wrapped strategy wants inference for words that differ,
   when a new turn starts, or when the turn ends without the wrapped strategy confirming it (the
@@ -25,10 +30,10 @@ The rules:
 - **Account** each confirmed turn: ``none`` (no draft), ``reused``, or ``discarded``, with the
   drafts started and withdrawn.
 
-Extending it (issue 11): a confirmation on a provably complete transcript is one more event that
-returns :class:`Confirm`; drafting earlier inside the VAD's stop window is :meth:`caller_paused`;
-holding the first audio ready follows :class:`StartDraft` / :class:`Withdraw` / a releasing
-:class:`Confirm`.
+A confirmation on a provably complete transcript comes from the wrapped strategy
+(:class:`~pipecat_fast.endofturn.CompleteTranscriptUserTurnStopStrategy`) as any confirmation
+does; holding the first audio ready (:mod:`pipecat_fast.preemptive`) follows the frames these
+decisions become.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ class Settled:
     outcome: str
     drafts: int
     drafts_discarded: int
+    early_drafts: int = 0
 
     def fields(self) -> dict[str, object]:
         """The TTFA report's fields for this turn."""
@@ -89,6 +95,7 @@ class Settled:
             "speculation": self.outcome,
             "drafts": self.drafts,
             "drafts_discarded": self.drafts_discarded,
+            "drafts_early": self.early_drafts,
         }
 
 
@@ -102,10 +109,13 @@ Decision = StartDraft | Withdraw | PassInference | PassWithdrawal | Confirm | Se
 class _Turn:
     finals: list[str] = field(default_factory=list)
     stable: str = ""
+    interim: str = ""  # the latest interim with words after the last final
     held: str | None = None
     drafts: int = 0
     discarded: int = 0
+    early_drafts: int = 0  # drafts started at a pause inside the VAD's stop window
     silent: bool = False
+    paused: bool = False  # silent at a pause the VAD has not (yet) called a stop
 
 
 class DraftHold:
@@ -154,6 +164,24 @@ class DraftHold:
             return finals
         return self._turn.stable.strip()
 
+    def words_in_hand(self) -> str | None:
+        """The caller's words if none can still be on their way, else ``None``.
+
+        In hand: the finals, when no interim came after them (else, with no final yet, the
+        stable words); or (``use_stable_words``) the stable words, when they say everything the
+        finals and the latest interim say.
+        """
+        turn = self._turn
+        finals = " ".join(t.strip() for t in turn.finals if t.strip())
+        if not turn.interim:
+            if finals or not self.use_stable_words:
+                return finals or None
+            return turn.stable.strip() or None
+        if self.use_stable_words and turn.stable.strip():
+            if self._match(f"{finals} {turn.interim}".strip(), turn.stable):
+                return turn.stable.strip()
+        return None
+
     def _final_text(self) -> str:
         return " ".join(self._turn.finals)
 
@@ -171,36 +199,58 @@ class DraftHold:
     def caller_speaking(self) -> list[Decision]:
         """The VAD reports speech (again): a held draft no longer answers the turn."""
         self._turn.silent = False
+        self._turn.paused = False
         return self._withdraw("the caller is speaking again")
 
     def caller_silent(self) -> list[Decision]:
         """The VAD's stop window ended (the caller stopped): draft now if the words are known."""
         self._turn.silent = True
+        self._turn.paused = False
         return self._maybe_draft()
 
     def caller_paused(self) -> list[Decision]:
-        """The caller paused inside the VAD's stop window: the same chance to draft, earlier.
+        """The caller paused inside the VAD's stop window: draft now if the words are in hand.
 
-        A pause that turns out to be mid-sentence is answered by :meth:`caller_speaking`
-        (the draft is withdrawn).
+        Words not yet in hand are drafted when their final arrives during the pause. A pause
+        that turns out to be mid-sentence is answered by :meth:`caller_resumed` (the draft is
+        withdrawn).
         """
-        return self.caller_silent()
+        turn = self._turn
+        if turn.silent:
+            return []
+        turn.silent = True
+        turn.paused = True
+        return self._maybe_draft(early=True)
+
+    def caller_resumed(self) -> list[Decision]:
+        """Speech again after a pause the VAD never called a stop: withdraw a draft of it."""
+        if not self._turn.paused:
+            return []
+        return self.caller_speaking()
 
     def stable_words(self, text: str) -> list[Decision]:
         """The stabiliser's stable words of this turn so far."""
         self._turn.stable = text
+        return self._maybe_draft(early=True) if self._turn.paused else []
+
+    def interim_transcript(self, text: str) -> list[Decision]:
+        """An interim transcript: words the STT has not finalized yet."""
+        if text.strip():
+            self._turn.interim = text
         return []
 
     def final_transcript(self, text: str) -> list[Decision]:
         """A final transcript segment of this turn (segments add up)."""
         self._turn.finals.append(text)
+        self._turn.interim = ""
         decisions: list[Decision] = []
         held = self._turn.held
         if held is not None and not self._still_says(held):
             decisions += self._withdraw("the final transcript moved on")
         if self._turn.silent:
-            # A final that lands after the VAD stop (a slow STT) can still be drafted.
-            decisions += self._maybe_draft()
+            # A final that lands after the VAD stop (a slow STT), or during a pause, can
+            # still be drafted.
+            decisions += self._maybe_draft(early=self._turn.paused)
         return decisions
 
     def withdrawn_elsewhere(self) -> list[Decision]:
@@ -251,13 +301,17 @@ class DraftHold:
 
     # -- the moves -----------------------------------------------------------------------
 
-    def _maybe_draft(self) -> list[Decision]:
+    def _maybe_draft(self, *, early: bool = False) -> list[Decision]:
         turn = self._turn
-        text = self.caller_text
-        if turn.held is not None or not text or turn.drafts >= self.max_drafts:
+        if turn.held is not None or turn.drafts >= self.max_drafts:
+            return []
+        text = self.words_in_hand() if early else self.caller_text
+        if not text:
             return []
         turn.held = text
         turn.drafts += 1
+        if early:
+            turn.early_drafts += 1
         return [StartDraft(text)]
 
     def _withdraw(self, why: str) -> list[Decision]:
@@ -271,4 +325,4 @@ class DraftHold:
         turn = self._turn
         outcome = "reused" if reused else ("discarded" if turn.drafts else "none")
         self.outcomes.append(outcome)
-        return Settled(outcome, turn.drafts, turn.discarded)
+        return Settled(outcome, turn.drafts, turn.discarded, turn.early_drafts)

@@ -1,11 +1,11 @@
 """Provider facts: one registry, each fact with its source.
 
 Everything a lever needs to know about a provider lives here and nowhere else: prompt-cache
-minimums, granularity and lifetimes (``llm_cache.json``), and TTS connection facts
-(``tts.json``: which warmup holds a socket, keepalives, idle closes, what "warm" means over
-HTTP), and STT end-of-turn facts (``stt.json``: finalize markers, which result fields carry the
-audio range a result covers). Pure: plain values in, facts out; recognising the provider behind a Pipecat service object is
-:mod:`pipecat_fast._pipecat`'s job.
+minimums, granularity and lifetimes (``llm_cache.json``), TTS connection facts (``tts.json``:
+which warmup holds a socket, keepalives, idle closes, what "warm" means over HTTP), and STT
+end-of-turn facts (``stt.json``: finalize markers, which result fields carry the audio range a
+result covers). Pure: plain values in, facts out; recognising the provider behind a Pipecat
+service object is :mod:`pipecat_fast._pipecat`'s job.
 """
 
 from pipecat_fast.providers.llm import (

@@ -154,7 +154,12 @@ async def test_matching_draft_is_held_until_confirmation_then_reused():
     user_messages = [m for m in stack.context.get_messages() if m["role"] == "user"]
     assert [m["content"] for m in user_messages] == ["Yes, I want to book it."]
     [note] = [f for f in stack.recorder.seen if isinstance(f, TTFAAnnotationFrame)]
-    assert note.fields == {"speculation": "reused", "drafts": 1, "drafts_discarded": 0}
+    assert note.fields == {
+        "speculation": "reused",
+        "drafts": 1,
+        "drafts_discarded": 0,
+        "drafts_early": 0,
+    }
 
 
 async def test_the_context_gets_the_final_transcript_not_the_drafted_words():

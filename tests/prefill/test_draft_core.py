@@ -148,6 +148,61 @@ def test_a_pause_inside_the_stop_window_drafts_like_a_stop():
     assert core.caller_speaking() == [Withdraw("the caller is speaking again")]
 
 
+def test_a_pause_drafts_the_finals_when_no_interim_came_after_them():
+    core = DraftHold()
+    core.interim_transcript("book it for")
+    core.final_transcript("Book it for Tuesday.")
+    assert core.caller_paused() == [StartDraft("Book it for Tuesday.")]
+    assert core.inner_confirmed()[0] == Settled("reused", 1, 0, 1)
+
+
+def test_a_pause_with_words_still_in_flight_waits_for_the_final():
+    core = DraftHold()
+    core.stable_words("book it")
+    core.interim_transcript("book it for tues")  # the stable words do not cover it
+    assert core.words_in_hand() is None
+    assert core.caller_paused() == []
+    assert core.final_transcript("Book it for Tuesday.") == [StartDraft("Book it for Tuesday.")]
+    assert core.caller_silent() == []  # the VAD's stop: already drafted
+
+
+def test_a_pause_drafts_stable_words_that_cover_the_latest_interim():
+    core = DraftHold()
+    core.final_transcript("Hi.")
+    core.interim_transcript("book a cleaning")
+    core.stable_words("Hi. Book a cleaning")
+    assert core.caller_paused() == [StartDraft("Hi. Book a cleaning")]
+
+
+def test_stable_words_that_settle_during_the_pause_start_the_draft():
+    core = DraftHold()
+    core.interim_transcript("book a cleaning")
+    core.stable_words("book a")
+    assert core.caller_paused() == []
+    assert core.stable_words("book a cleaning") == [StartDraft("book a cleaning")]
+
+
+def test_speech_after_a_pause_withdraws_its_draft_and_a_vad_stop_is_no_pause():
+    core = DraftHold()
+    core.final_transcript("I want")
+    assert core.caller_paused() == [StartDraft("I want")]
+    assert core.caller_paused() == []  # the same pause
+    assert core.caller_resumed() == [Withdraw("the caller is speaking again")]
+    core.final_transcript("to book.")
+    assert core.caller_silent() == [StartDraft("I want to book.")]
+    assert core.caller_resumed() == []  # not paused: the VAD's own start decides
+    assert core.inner_confirmed()[0] == Settled("reused", 2, 1, 1)
+
+
+def test_early_and_late_drafts_share_the_turns_budget():
+    core = DraftHold(max_drafts=1)
+    core.final_transcript("I want")
+    assert core.caller_paused() == [StartDraft("I want")]
+    core.caller_resumed()
+    core.final_transcript("to book.")
+    assert core.caller_silent() == []  # the budget is spent
+
+
 def test_drafts_per_turn_are_capped():
     core = DraftHold(max_drafts=2)
     core.final_transcript("a")
@@ -169,6 +224,9 @@ EVENTS = {
     "turn_started": lambda c: c.turn_started(),
     "speaking": lambda c: c.caller_speaking(),
     "silent": lambda c: c.caller_silent(),
+    "paused": lambda c: c.caller_paused(),
+    "resumed": lambda c: c.caller_resumed(),
+    "interim": lambda c: c.interim_transcript("I want to book"),
     "stable": lambda c: c.stable_words("i want to book"),
     "final_same": lambda c: c.final_transcript("I want to book."),
     "final_more": lambda c: c.final_transcript("a cleaning"),
@@ -190,16 +248,31 @@ def check_sequence(names, max_drafts=2):
     finals = []
     drafts_this_turn = 0
     silent = False
+    paused = False
+    interim = None  # an interim after the last final
+    stable = ""
     settled = 0
     for name in names:
         before = held
         finals += [FINALS[name]] if name in FINALS else []
-        silent = {"silent": True, "speaking": False}.get(name, silent)
+        interim = None if name in FINALS else ("I want to book" if name == "interim" else interim)
+        stable = "i want to book" if name == "stable" else stable
+        if name == "paused" and not silent:
+            silent = paused = True
+        elif name == "resumed" and paused:
+            silent = paused = False
+        elif name in ("silent", "speaking"):
+            silent, paused = name == "silent", False
         decisions = EVENTS[name](core)
         for d in decisions:
             if isinstance(d, StartDraft):
                 assert held is None, f"two drafts held at once: {names}"
                 assert silent, f"drafted while the caller was speaking: {names}"
+                if paused and interim is not None:
+                    # An early draft only with the words in hand: stable words covering
+                    # the finals and the interim after them.
+                    expected = " ".join([*finals, interim])
+                    assert same_words(expected, stable) and d.text == stable, names
                 assert d.text.strip()
                 held = d.text
                 drafts_this_turn += 1
@@ -216,13 +289,13 @@ def check_sequence(names, max_drafts=2):
                 settled += 1
                 assert d.drafts_discarded <= d.drafts
                 assert (d.outcome == "none") == (d.drafts == 0)
-        if name == "speaking":
+        if name == "speaking" or (name == "resumed" and before is not None and not silent):
             assert held is None
         elif name == "elsewhere":
             held = None
         elif name in ("turn_started", "stopped"):
             assert held is None
-            drafts_this_turn, finals, silent = 0, [], False
+            drafts_this_turn, finals, silent, paused, interim, stable = 0, [], False, False, None, ""
         assert core.held == held
     assert len(core.outcomes) == settled
 

@@ -1,0 +1,124 @@
+"""Drafting at a pause inside the VAD's stop window, from the VAD's own per-frame confidence.
+
+Pipecat's real user aggregator runs its real VAD controller on a scripted analyzer behind a
+``PauseTap``: the VAD's start and stop frames are Pipecat's own; the draft must start after
+``early_silence_s`` of low confidence, before the VAD's stop, and be withdrawn by the next
+speech frame — which, inside the stop window, makes no VAD frame at all.
+"""
+
+import pytest
+from pipecat.audio.vad.vad_analyzer import VADAnalyzer, VADParams
+from pipecat.frames.frames import (
+    EagerEndOfTurnCancelFrame,
+    InputAudioRawFrame,
+    LLMContextFrame,
+    VADUserStoppedSpeakingFrame,
+)
+
+from pipecat_fast.endofturn import PauseTap
+from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy
+from tests.endofturn.helpers import RATE, UserSide, analyzer_strategy, final, p99
+from tests.pacing import Until
+
+FRAME = 512  # samples per VAD analysis frame (32 ms at 16 kHz), as Silero's
+
+
+class ScriptedVAD(VADAnalyzer):
+    """Voice confidence per analysis frame from a script (speech 0.9, silence 0.1)."""
+
+    def __init__(self, script):
+        super().__init__()
+        self.script = list(script)
+
+    def num_frames_required(self):
+        return FRAME
+
+    def voice_confidence(self, buffer):
+        return self.script.pop(0) if self.script else 0.1
+
+
+def vad_frames(n):
+    return [InputAudioRawFrame(b"\x01\x00" * FRAME, RATE, 1) for _ in range(n)]
+
+
+def tap(script):
+    return PauseTap(ScriptedVAD(script), params=VADParams(min_volume=0.0))
+
+
+def index_of(seen, cls, **where):
+    for i, f in enumerate(seen):
+        if isinstance(f, cls) and all(getattr(f, k) == v for k, v in where.items()):
+            return i
+    return None
+
+
+async def test_a_pause_drafts_before_the_vads_stop():
+    speech, silence = 10, 8  # the VAD stops after 7 silent frames (0.2 s)
+    vad = tap([0.9] * speech + [0.1] * silence)
+    draft = DraftAndHoldUserTurnStopStrategy(
+        analyzer_strategy(), pauses=vad, early_silence_s=0.1
+    )
+    side = UserSide(draft, vad_analyzer=vad)
+    frames = [p99(0.35), *vad_frames(speech - 2), final("Book it for Tuesday."), *vad_frames(2)]
+    frames += vad_frames(silence)
+    frames += [Until(lambda: draft.outcomes, what="the turn ended")]
+    await side.run(*frames)
+    seen = side.recorder.seen
+    drafted = index_of(seen, LLMContextFrame, speculation=True)
+    stopped = index_of(seen, VADUserStoppedSpeakingFrame)
+    assert drafted is not None and stopped is not None and drafted < stopped
+    assert draft.outcomes == ["reused"]
+    assert draft._draft_core.outcomes == ["reused"]
+
+
+async def test_speech_after_the_pause_withdraws_the_early_draft_without_any_vad_frame():
+    vad = tap([0.9] * 10 + [0.1] * 4 + [0.9] * 6 + [0.1] * 8)
+    draft = DraftAndHoldUserTurnStopStrategy(
+        analyzer_strategy(), pauses=vad, early_silence_s=0.1
+    )
+    side = UserSide(draft, vad_analyzer=vad)
+    frames = [p99(0.35), *vad_frames(8), final("I want"), *vad_frames(2), *vad_frames(4)]
+    frames += [Until(lambda: draft.held_draft == "I want", what="drafted at the pause")]
+    frames += vad_frames(1)  # speech again, 0.128 s into the pause: the VAD only resumes
+    frames += [Until(lambda: draft.held_draft is None, what="withdrawn")]
+    frames += [*vad_frames(5), final("to book a cleaning."), *vad_frames(8)]
+    frames += [Until(lambda: draft.outcomes, what="the turn ended")]
+    await side.run(*frames)
+    seen = side.recorder.seen
+    withdrawn = index_of(seen, EagerEndOfTurnCancelFrame)
+    stopped = index_of(seen, VADUserStoppedSpeakingFrame)
+    assert withdrawn is not None and stopped is not None and withdrawn < stopped
+    # The VAD never stopped at the short pause: one stop, at the real end.
+    assert sum(isinstance(f, VADUserStoppedSpeakingFrame) for f in seen) == 1
+    assert draft.outcomes == ["reused"]  # the second draft, of every word, answered
+    assert side.user_messages() == ["I want to book a cleaning."]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"early_silence_s": 0.1}, ValueError),
+        ({"pauses": "vad", "early_silence_s": 0.1}, TypeError),
+        ({"pauses": None, "early_silence_s": None}, None),
+        ({"early_silence_s": 0.25, "pauses": "tap"}, ValueError),  # at/after the VAD's stop
+        ({"early_silence_s": -1, "pauses": "tap"}, ValueError),
+    ],
+)
+def test_pause_settings_are_checked(kwargs, error):
+    if kwargs.get("pauses") == "tap":
+        kwargs = {**kwargs, "pauses": tap([])}
+    if error is None:
+        DraftAndHoldUserTurnStopStrategy(analyzer_strategy(), **kwargs)
+        return
+    with pytest.raises(error):
+        DraftAndHoldUserTurnStopStrategy(analyzer_strategy(), **kwargs)
+
+
+def test_the_tap_passes_the_inner_analyzers_confidence_through_and_counts_silence():
+    vad = tap([0.9, 0.1, 0.2])
+    vad.set_sample_rate(RATE)
+    assert [vad.voice_confidence(b"") for _ in range(3)] == [0.9, 0.1, 0.2]
+    assert vad.silence_s == pytest.approx(2 * FRAME / RATE)
+    assert vad.num_frames_required() == FRAME and vad.sample_rate == RATE
+    with pytest.raises(TypeError):
+        PauseTap("silero")
