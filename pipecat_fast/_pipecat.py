@@ -149,6 +149,49 @@ def listen_to_stop_strategy(
         strategy.add_event_handler(name, handler)
 
 
+# -- the LLM service's speculation gate --------------------------------------------------------
+
+
+def speculation_gate(service: Any) -> Any:
+    """The ``SpeculationGate`` a Pipecat LLM service holds speculative replies in.
+
+    Pipecat 1.14: ``LLMService._speculation_gate`` (the gate's own API — ``process``,
+    ``state`` — is public; the attribute is not).
+
+    Raises:
+        TypeError: If the service has no such gate.
+    """
+    from pipecat.turns.speculation_gate import SpeculationGate
+
+    gate = getattr(service, "_speculation_gate", None)
+    if not isinstance(gate, SpeculationGate):
+        raise TypeError(f"{service} holds no SpeculationGate (_speculation_gate): no LLM service")
+    return gate
+
+
+def tap_speculation_gate(service: Any, on_held: Callable[[Any], None]) -> None:
+    """Call ``on_held(frame)`` for every frame the LLM service's gate holds.
+
+    Runs inline, inside the service's ``push_frame``, right after the gate decided (a frame is
+    held when the gate is holding after it and did not emit it). ``on_held`` must not block.
+
+    Raises:
+        TypeError: If the service has no speculation gate.
+    """
+    from pipecat.turns.speculation_gate import SpeculationState
+
+    gate = speculation_gate(service)
+    decide = gate.process
+
+    def process(frame: Any, direction: Any) -> list:
+        emitted = decide(frame, direction)
+        if gate.state is SpeculationState.HOLDING and not any(f is frame for f, _ in emitted):
+            on_held(frame)
+        return emitted
+
+    gate.process = process
+
+
 # -- STT services ---------------------------------------------------------------------------
 
 STTMessageHook = Callable[[Any], Awaitable[None]]
