@@ -147,6 +147,8 @@ class PipelineSpec:
     after_stt: list[FrameProcessor] = field(default_factory=list)
     before_llm: list[FrameProcessor] = field(default_factory=list)
     between_llm_tts: list[FrameProcessor] = field(default_factory=list)
+    after_tts: list[FrameProcessor] = field(default_factory=list)
+    """Right after the TTS service (e.g. the preemptive TTS's hold), before the output."""
     observers: list[BaseObserver] = field(default_factory=list)
     on_built: list[Callable[[Pipeline], None]] = field(default_factory=list)
     endpoints: Endpoints | None = None
@@ -208,6 +210,7 @@ def assemble(spec: PipelineSpec, transport: CallerTransport) -> Pipeline:
             spec.llm,
             *spec.between_llm_tts,
             spec.tts,
+            *spec.after_tts,
             *([spec.barge_in.before_output()] if spec.barge_in is not None else []),
             transport.output(),
             *([spec.barge_in.after_output()] if spec.barge_in is not None else []),

@@ -277,9 +277,9 @@ class _Session:
         delay_ms = None
         if not finalize and self.endpointing_ms is not None:
             # The final's latency from the end of speech stays ``stt_final_ms``: the endpointing
-            # silence is part of it (at least an interim's processing time after the decision).
+            # silence is part of it.
             p = self.emulator.profile
-            delay_ms = max(INTERIM_PROCESSING_MS, p.stt_final_ms - self.endpointing_ms)
+            delay_ms = max(0.0, p.stt_final_ms - self.endpointing_ms)
         self._send(
             at,
             text,

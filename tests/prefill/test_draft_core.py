@@ -295,7 +295,8 @@ def check_sequence(names, max_drafts=2):
             held = None
         elif name in ("turn_started", "stopped"):
             assert held is None
-            drafts_this_turn, finals, silent, paused, interim, stable = 0, [], False, False, None, ""
+            drafts_this_turn, finals, silent, paused = 0, [], False, False
+            interim, stable = None, ""
         assert core.held == held
     assert len(core.outcomes) == settled
 
