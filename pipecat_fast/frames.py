@@ -91,6 +91,24 @@ class STTFinalizeAnswerFrame(DataFrame):
 
 
 @dataclass
+class DraftWithdrawalRequestFrame(SystemFrame):
+    """A lever downstream of the LLM asks draft-and-hold to withdraw the held draft.
+
+    Pushed upstream (the preemptive TTS does when the TTS fails on a draft). The draft
+    strategy withdraws through Pipecat's own path — the user aggregator broadcasts
+    ``EagerEndOfTurnCancelFrame``, which passes the LLM service's ``SpeculationGate`` on its way
+    down and discards the held reply — so the confirmed turn runs the normal request. (An
+    ``EagerEndOfTurnCancelFrame`` pushed upstream from below the LLM never reaches that gate: it
+    only acts on frames going down.) Without draft-and-hold in the pipeline nothing acts on it.
+
+    Parameters:
+        reason: Why, for the log.
+    """
+
+    reason: str = ""
+
+
+@dataclass
 class TTFAAnnotationFrame(SystemFrame):
     """Lever accounting for the TTFA meter; :class:`~pipecat_fast.ttfa.TTFAObserver` merges it.
 

@@ -21,7 +21,7 @@ interruption discards.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 HeldKind = Literal["start", "text", "end", "other"]
@@ -216,43 +216,58 @@ class _Held:
     interruptible: bool
 
 
-@dataclass
 class HoldCore:
     """The hold after the TTS: what of a draft's synthesis may reach the transport, and when.
 
-    A draft's window opens when its start marker (the copy of the reply's start handed to the
-    TTS) comes out of the TTS; from then every non-system frame is held in order. Draft frames
-    are the copies handed over (their ids, :meth:`own`) and everything the TTS says about a
-    context (a ``context_id``) inside the window.
+    Two sides. The feeder (:class:`PreemptiveTTS`, in its own task, in the order it hands frames
+    to the TTS) says which copy is a draft's start marker (:meth:`expect`), which copies are the
+    draft's (:meth:`own`) and how each draft was settled (:meth:`settle`). The frames coming out
+    of the TTS (:meth:`frame`, in the hold's task, later) are judged against that: a draft's
+    window opens when its marker comes out, and every non-system frame after it is held in
+    order until the draft's verdict is known — released in order, or its own frames dropped
+    (the marker's, the copies', and everything the TTS says about a context inside the window)
+    and the others let through. A draft settled before its marker comes out never opens a
+    window: released, it passes; withdrawn, its marker and its context's frames are dropped.
+    Verdicts are applied by the next frame through the hold; the verdict frames themselves
+    (the turn's confirmation, the withdrawal) always follow.
 
-    Attributes:
-        dropped_contexts: Contexts of withdrawn drafts (their late output is dropped too); the
-            last ``remember`` are kept.
+    Args:
+        remember: Withdrawn drafts' contexts kept to drop their late output.
     """
 
-    remember: int = 16
-    _holding: bool = False
-    _marker: int | None = None
-    _own: set[int] = field(default_factory=set)
-    _swallow: set[int] = field(default_factory=set)
-    _held: list[_Held] = field(default_factory=list)
-    _contexts: set[str] = field(default_factory=set)
-    _dead: deque = field(default_factory=deque)  # copies of withdrawn drafts still in flight
-    dropped_contexts: deque = field(default_factory=deque)
+    def __init__(self, *, remember: int = 16):
+        self.remember = remember
+        self._verdicts: dict[int, bool] = {}  # marker -> released?
+        self._pending: set[int] = set()  # markers expected, not settled
+        self._own: set[int] = set()
+        self._swallow: set[int] = set()
+        self._window: int | None = None  # the marker of the open window
+        self._held: list[_Held] = []
+        self._contexts: set[str] = set()
+        self._dead_marker: int | None = None  # a withdrawn draft whose marker came out late
+        self._dead_context: str | None = None
+        self.dropped_contexts: deque = deque()
 
     @property
     def holding(self) -> bool:
         """Whether a draft's window is open (its output held)."""
-        return self._holding
+        return self._window is not None
 
     @property
     def held_count(self) -> int:
         """Frames held now."""
         return len(self._held)
 
+    @property
+    def held_items(self) -> list[Any]:
+        """The frames held now, in order."""
+        return [h.item for h in self._held]
+
+    # -- the feeder's side ---------------------------------------------------------------
+
     def expect(self, marker_id: int) -> None:
         """A draft's start marker (a copy handed to the TTS) will come out of the TTS."""
-        self._marker = marker_id
+        self._pending.add(marker_id)
         self._own.add(marker_id)
 
     def own(self, frame_id: int) -> None:
@@ -262,6 +277,14 @@ class HoldCore:
     def swallow(self, frame_id: int) -> None:
         """A frame only for the TTS (the interruption that cancels a draft): never passed on."""
         self._swallow.add(frame_id)
+
+    def settle(self, marker_id: int, *, released: bool) -> None:
+        """The draft whose marker is ``marker_id`` was confirmed (``released``) or withdrawn."""
+        if marker_id in self._pending:
+            self._pending.discard(marker_id)
+            self._verdicts[marker_id] = released
+
+    # -- the frames out of the TTS -------------------------------------------------------
 
     def frame(
         self,
@@ -273,50 +296,72 @@ class HoldCore:
         interruptible: bool = True,
     ) -> list[Any]:
         """A frame coming out of the TTS (downstream). Returns what to push now, in order."""
+        out = self._apply_verdict()
         if frame_id in self._swallow:
             self._swallow.discard(frame_id)
-            return []
+            return out
         if system:
-            return [item]
-        if interruptible and (
-            frame_id in self._dead
-            or (context_id is not None and context_id in self.dropped_contexts)
-        ):
-            return []  # the TTS's late output for a withdrawn draft
-        if not self._holding:
-            if frame_id != self._marker:
-                return [item]
-            self._holding, self._contexts = True, set()
+            return [*out, item]
+        if frame_id in self._verdicts or frame_id in self._pending:
+            return out + self._marker(item, frame_id)
+        if self._dead_marker is not None and interruptible:
+            if context_id is not None and self._dead_context in (None, context_id):
+                self._dead_context = context_id
+                return out  # the late output of a draft withdrawn before it came out
+            if frame_id in self._own:
+                return out
+        if interruptible and context_id is not None and context_id in self.dropped_contexts:
+            return out  # the TTS's late output for a withdrawn draft
+        if self._window is None:
+            if frame_id in self._own and interruptible:
+                return out  # a copy of a draft that never opened a window (withdrawn)
+            return [*out, item]
         draft = frame_id in self._own or context_id is not None
         if context_id is not None:
             self._contexts.add(context_id)
         self._held.append(_Held(item, draft, interruptible))
-        return []
-
-    def release(self) -> list[Any]:
-        """The turn was confirmed: everything held, in order; what follows passes."""
-        out = [h.item for h in self._held]
-        self._close()
         return out
 
-    def withdraw(self) -> list[Any]:
-        """The draft was withdrawn: its frames dropped, the rest released in order.
-
-        Uninterruptible frames are kept; the TTS's later output for the draft's contexts is
-        dropped too.
-        """
-        out = [h.item for h in self._held if not h.draft or not h.interruptible]
-        for context in self._contexts:
-            self.dropped_contexts.append(context)
-        for frame_id in self._own:
-            self._dead.append(frame_id)
-        while len(self.dropped_contexts) > self.remember:
-            self.dropped_contexts.popleft()
-        while len(self._dead) > 64 * self.remember:
-            self._dead.popleft()
-        self._close()
+    def end(self) -> list[Any]:
+        """The session ends: an open window's draft is dropped (nothing unconfirmed played)."""
+        out = self._apply_verdict()
+        if self._window is not None:
+            out += self._close(released=False)
         return out
 
-    def _close(self) -> None:
-        self._holding, self._marker, self._held = False, None, []
-        self._own, self._contexts = set(), set()
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _marker(self, item: Any, marker_id: int) -> list[Any]:
+        out: list[Any] = []
+        if self._window is not None:  # a new draft's marker while one is open: the old is void
+            out += self._close(released=False)
+        self._dead_marker, self._dead_context = None, None
+        verdict = self._verdicts.pop(marker_id, None)
+        if verdict is True:
+            self._pending.discard(marker_id)
+            return [*out, item]  # confirmed before its audio came out: plays as it comes
+        if verdict is False:
+            self._dead_marker = marker_id
+            return out
+        self._window = marker_id
+        self._held, self._contexts = [_Held(item, True, True)], set()
+        return out
+
+    def _apply_verdict(self) -> list[Any]:
+        if self._window is None or self._window not in self._verdicts:
+            return []
+        released = self._verdicts.pop(self._window)
+        return self._close(released=released)
+
+    def _close(self, *, released: bool) -> list[Any]:
+        if released:
+            out = [h.item for h in self._held]
+        else:
+            out = [h.item for h in self._held if not h.draft or not h.interruptible]
+            for context in self._contexts:
+                self.dropped_contexts.append(context)
+            while len(self.dropped_contexts) > self.remember:
+                self.dropped_contexts.popleft()
+        self._pending.discard(self._window)
+        self._window, self._held, self._contexts = None, [], set()
+        return out

@@ -41,7 +41,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from pipecat_fast._pipecat import tap_speculation_gate
-from pipecat_fast.frames import TTFAAnnotationFrame
+from pipecat_fast.frames import DraftWithdrawalRequestFrame, TTFAAnnotationFrame
 from pipecat_fast.preemptive.core import (
     CancelTTS,
     Feed,
@@ -87,34 +87,24 @@ class HeldAudioGate(FrameProcessor):
         return self._hold_core
 
     async def process_frame(self, frame: Frame, direction: FrameDirection):
-        """Hold the draft's frames; release on confirmation, drop on withdrawal."""
+        """Hold the draft's frames until its verdict; then release them or drop them."""
         await super().process_frame(frame, direction)
-        core = self._hold_core
         if direction != FrameDirection.DOWNSTREAM:
             await self.push_frame(frame, direction)
             return
-        out = core.frame(
-            frame,
-            frame_id=frame.id,
-            context_id=getattr(frame, "context_id", None),
-            system=isinstance(frame, SystemFrame),
-            interruptible=frame.interruptible,
-        )
+        core = self._hold_core
         if isinstance(frame, EndFrame):
-            out = core.withdraw() + out  # the session ends: nothing unconfirmed is played
+            out = [*core.end(), frame]
+        else:
+            out = core.frame(
+                frame,
+                frame_id=frame.id,
+                context_id=getattr(frame, "context_id", None),
+                system=isinstance(frame, SystemFrame),
+                interruptible=frame.interruptible,
+            )
         for item in out:
             await self.push_frame(item, direction)
-        if not out or out[-1] is not frame:
-            return
-        if isinstance(frame, UserStoppedSpeakingFrame):
-            released = core.release()
-            if released:
-                logger.debug(f"{self}: turn confirmed, releasing {len(released)} held frames")
-            for item in released:
-                await self.push_frame(item, direction)
-        elif isinstance(frame, EagerEndOfTurnCancelFrame | InterruptionFrame):
-            for item in core.withdraw():
-                await self.push_frame(item, direction)
 
 
 class PreemptiveTTS(FrameProcessor):
@@ -141,6 +131,7 @@ class PreemptiveTTS(FrameProcessor):
         super().__init__(**kwargs)
         self._pre_core = core
         self._pre_frames: dict[int, Frame] = {}
+        self._pre_marker: int | None = None  # the copy of the current draft's start
         self.hold = HeldAudioGate(name=f"{self.name}::hold")
         tap_speculation_gate(llm, self._pre_on_held)
         if tts is not None:
@@ -214,6 +205,7 @@ class PreemptiveTTS(FrameProcessor):
                     continue
                 copy = dataclasses.replace(original)
                 if isinstance(original, LLMFullResponseStartFrame):
+                    self._pre_marker = copy.id
                     self.hold.core.expect(copy.id)
                 else:
                     self.hold.core.own(copy.id)
@@ -224,12 +216,16 @@ class PreemptiveTTS(FrameProcessor):
                 logger.debug(f"{self}: cancelling the TTS's synthesis of a draft ({d.reason})")
                 await self.push_frame(interruption)
             elif isinstance(d, WithdrawDraft):
-                logger.debug(f"{self}: withdrawing the draft ({d.reason})")
-                await self.broadcast_frame(EagerEndOfTurnCancelFrame)
+                # Asked of the draft strategy: its withdrawal passes the LLM's gate going down.
+                logger.debug(f"{self}: asking for the draft to be withdrawn ({d.reason})")
+                await self.push_frame(
+                    DraftWithdrawalRequestFrame(reason=d.reason), FrameDirection.UPSTREAM
+                )
             elif isinstance(d, Settle):
+                if self._pre_marker is not None:
+                    self.hold.core.settle(self._pre_marker, released=d.outcome == "released")
+                    self._pre_marker = None
                 add = {"preempt_chars": d.chars_fed}
                 if d.outcome == "discarded":
                     add["preempt_chars_discarded"] = d.chars_fed
-                await self.push_frame(
-                    TTFAAnnotationFrame(fields={"preempt": d.outcome}, add=add)
-                )
+                await self.push_frame(TTFAAnnotationFrame(fields={"preempt": d.outcome}, add=add))

@@ -59,7 +59,11 @@ from pipecat.turns.user_stop.base_user_turn_stop_strategy import (
 from pipecat.turns.user_stop.eager_match_policy import EagerMatchPolicy
 
 from pipecat_fast._strategy import WrappingUserTurnStopStrategy
-from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
+from pipecat_fast.frames import (
+    DraftWithdrawalRequestFrame,
+    StableTranscriptFrame,
+    TTFAAnnotationFrame,
+)
 from pipecat_fast.prefill.draft_core import (
     Confirm,
     Decision,
@@ -245,6 +249,8 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
             await self._apply(core.caller_silent())
         elif isinstance(frame, EagerEndOfTurnCancelFrame):
             await self._apply(core.withdrawn_elsewhere())
+        elif isinstance(frame, DraftWithdrawalRequestFrame):
+            await self._apply(core.withdrawal_requested(frame.reason or "a lever asked"))
         return await super().process_frame(frame)
 
     async def _watch_pause(self) -> None:

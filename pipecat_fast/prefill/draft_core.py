@@ -253,6 +253,10 @@ class DraftHold:
             decisions += self._maybe_draft(early=self._turn.paused)
         return decisions
 
+    def withdrawal_requested(self, reason: str) -> list[Decision]:
+        """A lever asked for the held draft to be withdrawn (its TTS failed, say)."""
+        return self._withdraw(reason)
+
     def withdrawn_elsewhere(self) -> list[Decision]:
         """Someone else withdrew the speculation.
 

@@ -55,9 +55,7 @@ def index_of(seen, cls, **where):
 async def test_a_pause_drafts_before_the_vads_stop():
     speech, silence = 10, 8  # the VAD stops after 7 silent frames (0.2 s)
     vad = tap([0.9] * speech + [0.1] * silence)
-    draft = DraftAndHoldUserTurnStopStrategy(
-        analyzer_strategy(), pauses=vad, early_silence_s=0.1
-    )
+    draft = DraftAndHoldUserTurnStopStrategy(analyzer_strategy(), pauses=vad, early_silence_s=0.1)
     side = UserSide(draft, vad_analyzer=vad)
     frames = [p99(0.35), *vad_frames(speech - 2), final("Book it for Tuesday."), *vad_frames(2)]
     frames += vad_frames(silence)
@@ -73,9 +71,7 @@ async def test_a_pause_drafts_before_the_vads_stop():
 
 async def test_speech_after_the_pause_withdraws_the_early_draft_without_any_vad_frame():
     vad = tap([0.9] * 10 + [0.1] * 4 + [0.9] * 6 + [0.1] * 8)
-    draft = DraftAndHoldUserTurnStopStrategy(
-        analyzer_strategy(), pauses=vad, early_silence_s=0.1
-    )
+    draft = DraftAndHoldUserTurnStopStrategy(analyzer_strategy(), pauses=vad, early_silence_s=0.1)
     side = UserSide(draft, vad_analyzer=vad)
     frames = [p99(0.35), *vad_frames(8), final("I want"), *vad_frames(2), *vad_frames(4)]
     frames += [Until(lambda: draft.held_draft == "I want", what="drafted at the pause")]
