@@ -12,7 +12,6 @@ from pipecat_fast.preemptive.core import (
     FeedCore,
     HoldCore,
     Settle,
-    WithdrawDraft,
 )
 
 

@@ -28,8 +28,8 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from pipecat_fast.bench.evals.bargein import KINDS, emulators
 from pipecat_fast.frames import TTFAAnnotationFrame
-from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy
 from pipecat_fast.preemptive import PreemptiveTTS
+from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy
 from pipecat_fast.testing.openai_server import OpenAIEmulator
 from pipecat_fast.testing.profiles import LatencyProfile
 from tests.pacing import Pacer, Until, paced
