@@ -149,6 +149,36 @@ def listen_to_stop_strategy(
         strategy.add_event_handler(name, handler)
 
 
+# -- turn analyzers -------------------------------------------------------------------------
+
+
+def smart_turn_v3_with_threshold(threshold: float, **kwargs: Any) -> Any:
+    """Pipecat's ``LocalSmartTurnAnalyzerV3`` deciding *complete* above ``threshold``.
+
+    Pipecat 1.14's analyzer calls a turn complete when the model's probability is above 0.5
+    (``_predict_endpoint``, the hook its subclasses implement, returns ``prediction`` and
+    ``probability``); this subclass re-decides ``prediction`` from the same probability.
+
+    Raises:
+        ValueError: If ``threshold`` is not in (0, 1).
+    """
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise ValueError(f"turn threshold must be a number in (0, 1), got {threshold!r}")
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"turn threshold must be in (0, 1), got {threshold!r}")
+    from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
+
+    class SmartTurnV3WithThreshold(LocalSmartTurnAnalyzerV3):
+        def _predict_endpoint(self, audio_array: Any) -> dict[str, Any]:
+            result = super()._predict_endpoint(audio_array)
+            result["prediction"] = 1 if float(result["probability"]) > threshold else 0
+            return result
+
+    analyzer = SmartTurnV3WithThreshold(**kwargs)
+    analyzer.turn_threshold = float(threshold)
+    return analyzer
+
+
 # -- the LLM service's speculation gate --------------------------------------------------------
 
 

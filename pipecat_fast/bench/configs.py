@@ -197,6 +197,63 @@ register(
 )
 
 
+def _eot_with(preset: str, *, preempt: bool = True) -> Callable[[PipelineSpec], None]:
+    """The end-of-turn levers on the patience dial's ``preset`` (docs/endofturn.md).
+
+    Prefill, draft-and-hold drafting at the pause, confirmation on a complete transcript, and
+    (``preempt``) the first audio held ready.
+    """
+
+    def customize(spec: PipelineSpec) -> None:
+        from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+        from pipecat_fast.endofturn import (
+            patience_stop_strategy,
+            patience_vad,
+            report_finalize_answers,
+        )
+        from pipecat_fast.preemptive import PreemptiveTTS
+
+        _prefill(spec)
+        vad = patience_vad(preset, spec.user_params.vad_analyzer)
+        spec.user_params.vad_analyzer = vad
+        spec.user_params.user_turn_strategies = UserTurnStrategies(
+            stop=[patience_stop_strategy(preset, vad)]
+        )
+        report_finalize_answers(spec.stt)
+        if preempt:
+            tts = PreemptiveTTS(spec.llm, spec.tts)
+            spec.between_llm_tts.insert(0, tts)  # right after the LLM
+            spec.after_tts.insert(0, tts.hold)  # right after the TTS
+
+    return customize
+
+
+register(
+    BenchConfig(
+        "eot",
+        "draft + early draft at the pause + confirm on a complete transcript + first audio "
+        "held ready (patience: balanced)",
+        _eot_with("balanced"),
+    )
+)
+for _preset in ("snappy", "patient"):
+    register(
+        BenchConfig(
+            f"eot-{_preset}",
+            f"eot on the patience dial's {_preset!r} preset",
+            _eot_with(_preset),
+        )
+    )
+register(
+    BenchConfig(
+        "eot-nopreempt",
+        "eot without the preemptive TTS (the first audio synthesized after confirmation)",
+        _eot_with("balanced", preempt=False),
+    )
+)
+
+
 # Barge-in: callers who talk over the reply at scripted moments (0.8, 1.4 or 2.0 s into it,
 # turn by turn), with the truncation lever and without it (docs/bargein.md).
 def barge_in_moments(n: int) -> list[float | None]:

@@ -190,6 +190,69 @@ def summary_table(report: dict[str, Any], title: str) -> Table:
     return table
 
 
+def compute_table(report: dict[str, Any], title: str) -> Table | None:
+    """Per configuration: what the bets cost (LLM prefill and decode, TTS) and words lost."""
+    levers = report.get("levers") or {}
+    compute = report.get("prefill_compute") or {}
+    if not levers and not compute:
+        return None
+    table = Table(title=title, title_justify="left")
+    for name in (
+        "config",
+        "prompt tok computed",
+        "extra",
+        "output tok decoded",
+        "extra",
+        "extra total",
+        "TTS chars",
+        "extra",
+        "TTS chars discarded",
+        "words lost",
+        "confirmed early",
+        "late finals",
+    ):
+        table.add_column(name, justify="left" if name == "config" else "right")
+    for config in report["configs"]:
+        c = compute.get(config, {})
+        lv = levers.get(config, {})
+        table.add_row(
+            config,
+            _ms(c.get("computed_tokens")),
+            _pct(c.get("extra_compute_pct")),
+            _ms(c.get("decoded_tokens")),
+            _pct(c.get("extra_decode_pct")),
+            _pct(c.get("extra_total_pct")),
+            _ms(lv.get("tts_chars")),
+            _pct(lv.get("extra_tts_pct")),
+            _ms(lv.get("tts_chars_discarded")),
+            f"{lv.get('words_lost', 0)}/{lv.get('words_scripted', 0)}",
+            str(lv.get("eot_early", 0)),
+            str(lv.get("eot_late_finals", 0)),
+        )
+    table.caption = (
+        "extra = against the baseline over the same calls; total = prompt tokens computed plus "
+        "output tokens decoded; TTS chars discarded = handed to the TTS for drafts withdrawn "
+        "before confirmation"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+def stages_table(report: dict[str, Any], title: str) -> Table | None:
+    """Median blocking time per stage (ms), one row per configuration."""
+    medians = report.get("stage_medians_ms") or {}
+    if not medians:
+        return None
+    table = Table(title=title, title_justify="left")
+    table.add_column("config")
+    for stage in STAGE_NAMES:
+        table.add_column(_SHORT[stage], justify="right")
+    for config in report["configs"]:
+        m = medians.get(config, {})
+        table.add_row(config, *(_ms(m.get(stage)) for stage in STAGE_NAMES))
+    return table
+
+
 def first_turn_line(report: dict[str, Any]) -> str:
     """The first turn of each call (cold without a warmup): p50/p95, ratios, warmup tokens."""
     parts = []

@@ -21,11 +21,13 @@ from pipecat_fast.bench.configs import CONFIGS, get_configs
 from pipecat_fast.bench.emulator_process import EmulatorProcess
 from pipecat_fast.bench.material import bench_calls
 from pipecat_fast.bench.output import (
+    compute_table,
     console,
     first_turn_line,
     progress_line,
     quiet_logs,
     stage_medians,
+    stages_table,
     summary_table,
 )
 from pipecat_fast.bench.pipeline import Endpoints
@@ -154,7 +156,11 @@ async def _bench(args: argparse.Namespace) -> int:
                 # The engine reports no usage: its own log says what it prefilled.
                 timings = engine.engine_log().timings
                 result.llm_requests = [
-                    {"prompt_tokens": t.prompt_eval_tokens, "cached_tokens": 0}
+                    {
+                        "prompt_tokens": t.prompt_eval_tokens,
+                        "cached_tokens": 0,
+                        "decoded_tokens": t.eval_runs,
+                    }
                     for t in timings[seen:]
                 ]
                 seen = len(timings)
@@ -187,6 +193,12 @@ async def _bench(args: argparse.Namespace) -> int:
         },
     )
     console.print(summary_table(report, f"TTFA, {profile.name}, {args.engine}"))
+    for table in (
+        compute_table(report, "what the bets cost, and words lost"),
+        stages_table(report, "median blocking time per stage, ms"),
+    ):
+        if table is not None:
+            console.print(table)
     for name, stats in report.get("bargein", {}).items():
         console.print(
             f"barge-in {name}: {stats['interrupted_turns']} replies talked over, "

@@ -27,6 +27,7 @@ from pipecat.workers.runner import WorkerRunner
 from pipecat_fast.bench.configs import BenchConfig
 from pipecat_fast.bench.pairing import TurnOutcome, UtteranceSpan, match_turns, paired_summary
 from pipecat_fast.bench.pipeline import BenchCall, Endpoints, PipelineSpec, assemble, build_spec
+from pipecat_fast.bench.words import user_texts, words_lost
 from pipecat_fast.testing.caller_transport import CallerTimeline, CallerTransport
 from pipecat_fast.ttfa import TTFAObserver, TurnRecord, summarize
 
@@ -54,6 +55,10 @@ class CallResult:
         greeting_ms: For a call whose bot speaks first, from the answer (the pipeline starting)
             to the greeting's first audio; None otherwise.
         session: The TTFA meter's session-wide lever accounting (``TTFAObserver.session``).
+        words_scripted: Words the caller said over the call's utterances.
+        words_lost: The caller's words that never reached the LLM context
+            (:func:`pipecat_fast.bench.words.words_lost`).
+        tts_chars: Characters the TTS service was asked to synthesize (``on_tts_request``).
     """
 
     config: str
@@ -69,6 +74,9 @@ class CallResult:
     bargein: list[dict[str, Any]] = field(default_factory=list)
     greeting_ms: float | None = None
     session: dict[str, Any] = field(default_factory=dict)
+    words_scripted: int = 0
+    words_lost: list[str] = field(default_factory=list)
+    tts_chars: int = 0
 
 
 def caller_spans(call: BenchCall, timeline: CallerTimeline) -> list[UtteranceSpan]:
@@ -129,6 +137,11 @@ async def run_call(
         spec = build_spec(call, endpoints)
         spec.ring_s = ring_s
         config.customize(spec)
+
+        @spec.tts.event_handler("on_tts_request")
+        async def _on_tts_request(_tts, _context_id, text):
+            result.tts_chars += len(text)
+
         transport = CallerTransport(
             call.utterances,
             sample_rate=call.sample_rate,
@@ -213,6 +226,11 @@ async def run_call(
         from pipecat_fast.bench.evals.bargein import barge_in_turns
 
         result.bargein = barge_in_turns(spec.call, spec.context, transport.timeline)
+    if spec is not None:
+        lost = words_lost(
+            [u.text for u in call.stt_script], user_texts(spec.context.get_messages())
+        )
+        result.words_scripted, result.words_lost = lost.scripted, list(lost.lost)
     result.error = "; ".join(dict.fromkeys(errors)) or None
     result.wall_s = time.monotonic() - started
     return result
@@ -340,6 +358,7 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         if r.error
     ]
     compute = prefill_compute(results, baseline)
+    levers = lever_accounting(results, rows, baseline)
     extra = {}
     if any(r.bargein for r in results):
         from pipecat_fast.bench.evals.bargein import barge_in_summary
@@ -370,6 +389,7 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         },
         "first_turn": first_turn_summary(results, baseline),
         "prefill_compute": compute,
+        "levers": levers,
         **extra,
         "errors": errors,
     }
@@ -418,7 +438,11 @@ def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, A
         Per configuration: ``requests``, ``speculative_requests``, ``prompt_tokens``,
         ``cached_tokens``, ``computed_tokens`` (prompt tokens not served from the cache, i.e.
         prefill work), and ``extra_compute_pct`` relative to the baseline's computed tokens
-        over the same calls. Empty when no records were collected.
+        over the same calls; when the records say what was decoded (``decoded_tokens``: output
+        tokens actually generated, a withdrawn draft's until it was cancelled),
+        ``decoded_tokens`` and ``extra_decode_pct``, and ``extra_total_pct``: computed plus
+        decoded tokens (each costs about one forward pass of the model's weights per token)
+        against the baseline's. Empty when no records were collected.
     """
     out: dict[str, Any] = {}
     for config in dict.fromkeys(r.config for r in results):
@@ -434,10 +458,60 @@ def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, A
             "cached_tokens": cached,
             "computed_tokens": prompt - cached,
         }
-    base = out.get(baseline, {}).get("computed_tokens")
+        if all("decoded_tokens" in q for q in records):
+            out[config]["decoded_tokens"] = sum(q["decoded_tokens"] for q in records)
+
+    def extra(value, base):
+        return round(100.0 * (value - base) / base, 1) if base else None
+
+    base = out.get(baseline, {})
     for stats in out.values():
-        stats["extra_compute_pct"] = (
-            round(100.0 * (stats["computed_tokens"] - base) / base, 1) if base else None
+        stats["extra_compute_pct"] = extra(stats["computed_tokens"], base.get("computed_tokens"))
+        if "decoded_tokens" in stats and "decoded_tokens" in base:
+            stats["extra_decode_pct"] = extra(stats["decoded_tokens"], base["decoded_tokens"])
+            stats["extra_total_pct"] = extra(
+                stats["computed_tokens"] + stats["decoded_tokens"],
+                base["computed_tokens"] + base["decoded_tokens"],
+            )
+    return out
+
+
+def lever_accounting(results: Sequence[CallResult], rows: Sequence[dict[str, Any]], baseline: str):
+    """Per configuration: words lost, TTS characters, and what the end-of-turn levers did.
+
+    Returns:
+        ``{config: {"words_scripted", "words_lost", "lost" (the words), "tts_chars",
+        "extra_tts_pct", "tts_chars_discarded" (characters of withdrawn drafts handed to the TTS
+        before confirmation), "preempt_released", "preempt_discarded", "drafts",
+        "drafts_discarded", "drafts_early", "eot_early" (turns confirmed on a complete
+        transcript), "eot_late_finals"}}``.
+    """
+    out: dict[str, Any] = {}
+    for config in dict.fromkeys(r.config for r in results):
+        mine = [r for r in results if r.config == config]
+        turns = [t for t in rows if t["config"] == config]
+
+        def total(key: str, turns: Sequence[dict[str, Any]] = turns) -> float:
+            return sum(t.get(key, 0) or 0 for t in turns)
+
+        out[config] = {
+            "words_scripted": sum(r.words_scripted for r in mine),
+            "words_lost": sum(len(r.words_lost) for r in mine),
+            "lost": [w for r in mine for w in r.words_lost],
+            "tts_chars": sum(r.tts_chars for r in mine),
+            "tts_chars_discarded": int(total("preempt_chars_discarded")),
+            "preempt_released": sum(1 for t in turns if t.get("preempt") == "released"),
+            "preempt_discarded": sum(1 for t in turns if t.get("preempt") == "discarded"),
+            "drafts": int(total("drafts")),
+            "drafts_discarded": int(total("drafts_discarded")),
+            "drafts_early": int(total("drafts_early")),
+            "eot_early": sum(1 for t in turns if t.get("eot_early")),
+            "eot_late_finals": int(total("eot_late_finals")),
+        }
+    base = out.get(baseline, {}).get("tts_chars")
+    for stats in out.values():
+        stats["extra_tts_pct"] = (
+            round(100.0 * (stats["tts_chars"] - base) / base, 1) if base else None
         )
     return out
 

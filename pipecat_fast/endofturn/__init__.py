@@ -11,6 +11,14 @@ from pipecat_fast.endofturn.core import (
     PauseTracker,
     STTResult,
 )
+from pipecat_fast.endofturn.dial import (
+    PRESETS,
+    Patience,
+    patience,
+    patience_stop_strategy,
+    patience_user_params,
+    patience_vad,
+)
 from pipecat_fast.endofturn.finalize import report_finalize_answers
 from pipecat_fast.endofturn.readers import read_frame, read_result
 from pipecat_fast.endofturn.strategy import (
@@ -20,6 +28,8 @@ from pipecat_fast.endofturn.strategy import (
 from pipecat_fast.endofturn.vad import PauseTap
 
 __all__ = [
+    "PRESETS",
+    "Patience",
     "ClockUnreliable",
     "CompleteTranscriptUserTurnStopStrategy",
     "Confirm",
@@ -29,6 +39,10 @@ __all__ = [
     "PauseTracker",
     "STTResult",
     "default_turn_analyzer_strategy",
+    "patience",
+    "patience_stop_strategy",
+    "patience_user_params",
+    "patience_vad",
     "read_frame",
     "read_result",
     "report_finalize_answers",

@@ -12,6 +12,8 @@ silence — never the other way round (it reports pauses no earlier than the VAD
 
 from __future__ import annotations
 
+import numpy as np
+from loguru import logger
 from pipecat.audio.vad.vad_analyzer import VADAnalyzer, VADParams
 
 from pipecat_fast.endofturn.core import PauseTracker
@@ -41,6 +43,7 @@ class PauseTap(VADAnalyzer):
         super().__init__(params=params or inner.params)
         self._tap_inner = inner
         self._tap_pauses = PauseTracker(self._params.confidence)
+        self._tap_broken = False
 
     @property
     def inner(self) -> VADAnalyzer:
@@ -74,10 +77,25 @@ class PauseTap(VADAnalyzer):
         return self._tap_inner.num_frames_required()
 
     def voice_confidence(self, buffer: bytes) -> float:
-        """The wrapped analyzer's confidence for one frame; the pause tracker sees it too."""
+        """The wrapped analyzer's confidence for one frame; the pause tracker sees it too.
+
+        The confidence is returned exactly as the wrapped analyzer gave it (Silero's is a
+        one-element array). A value the tracker cannot read stops the tracking (logged once),
+        never the VAD.
+        """
         confidence = self._tap_inner.voice_confidence(buffer)
+        if self._tap_broken:
+            return confidence
+        try:
+            value = float(np.asarray(confidence, dtype=float).reshape(-1)[0])
+        except (TypeError, ValueError, IndexError) as e:
+            self._tap_broken = True
+            logger.warning(
+                f"{self}: cannot read the VAD's confidence ({e}); pauses are no longer tracked"
+            )
+            return confidence
         rate = self.sample_rate or 16000
-        self._tap_pauses.feed(float(confidence), self.num_frames_required() / rate)
+        self._tap_pauses.feed(value, self.num_frames_required() / rate)
         return confidence
 
     async def cleanup(self):

@@ -68,6 +68,7 @@ class RequestRecord:
     model_ttft_ms: float
     started_at: float
     completion_tokens: int = 0
+    decoded_tokens: int = 0
     status: int = 200
     cancelled: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -401,6 +402,7 @@ class OpenAIEmulator(HttpEmulator):
         pieces, finish = stream_pieces(reply, max_tokens)
         record.completion_tokens = len(pieces)
         if not record.stream:
+            record.decoded_tokens = len(pieces)
             await sleep_ms(1000.0 * max(0, len(pieces) - 1) / p.llm_decode_tokens_per_s)
             return web.json_response(self._completion(record, body["model"], pieces, finish))
         return await self._stream(request, record, body, pieces, finish)
@@ -413,6 +415,7 @@ class OpenAIEmulator(HttpEmulator):
         """Answer with one function call (streamed as OpenAI streams ``tool_calls``)."""
         arguments = json.dumps(call.get("arguments", {}))
         record.completion_tokens = len(encode(arguments)) + 1
+        record.decoded_tokens = record.completion_tokens
         record.extra["tool_call"] = call.get("name")
         tool = {"index": 0, "id": f"call_{record.id}", "type": "function"}
         first = {**tool, "function": {"name": call["name"], "arguments": ""}}
@@ -508,6 +511,8 @@ class OpenAIEmulator(HttpEmulator):
                 if pace and 1 < i < len(deltas) - 1:
                     await sleep_ms(interval_ms)
                 await response.write(chunk(delta, finish_reason))
+                if pace and delta.get("content"):
+                    record.decoded_tokens += 1  # generated and sent (a cancel stops it)
             if (body.get("stream_options") or {}).get("include_usage"):
                 # OpenAI sends usage in a last chunk with an empty choices list.
                 usage = {

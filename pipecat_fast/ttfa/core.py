@@ -230,6 +230,13 @@ class TurnTracker:
     a new turn. A caller who speaks again before any bot audio either ends a pause (the turn
     was not confirmed: no record) or leaves a confirmed turn unanswered.
 
+    A reply may start before its turn opens: a draft started at a pause inside the VAD's stop
+    window, with its first audio synthesized ahead (the ``eot`` levers). An LLM request while
+    the caller is in their turn (after the VAD heard them, before it stopped) is remembered, with
+    the TTS marks after it, and carried into the turn the VAD's stop opens; speech again
+    forgets them. A later request replaces the turn's request and drops the TTS marks of the
+    one it replaces (they belonged to a withdrawn draft).
+
     Attributes:
         turns: Answered turns, in order.
         unanswered: Confirmed turns that got no bot audio before the caller spoke again or the
@@ -248,6 +255,8 @@ class TurnTracker:
         self._usage_pending = False
         self._next_fields: dict[str, Any] = {}
         self._next_add: dict[str, float] = {}
+        self._in_speech = False  # the VAD heard the caller and has not stopped yet
+        self._early: dict[str, float] = {}  # a reply's marks from before its turn opened
 
     @property
     def open_turn(self) -> TurnRecord | None:
@@ -265,6 +274,8 @@ class TurnTracker:
         """
         closed = self._close_open_unanswered()
         self._open = None
+        self._in_speech = True
+        self._early = {}
         return closed
 
     def user_stopped(self, at: float, stop_secs: float) -> None:
@@ -274,12 +285,16 @@ class TurnTracker:
         # A fast STT finalizes inside the VAD's silence window, before the turn opens.
         if self._final_at is not None:
             marks["final_transcript"] = self._final_at
+        # A reply drafted at a pause inside that window started before the turn opened.
+        early = self._early if "llm_request" in self._early else {}
+        marks.update(early)
+        self._in_speech, self._early = False, {}
         record = TurnRecord(turn=self._index, user_stopped_at=at - stop_secs, marks=marks)
         if self._next_fields or self._next_add:
             merge_accounting(record.extra, self._next_fields, self._next_add)
             self._next_fields, self._next_add = {}, {}
         self._open = record
-        self._usage_pending = False
+        self._usage_pending = bool(early)
 
     def final_transcript(self, at: float) -> None:
         """A final transcript (the last one before confirmation is the one the turn waited for)."""
@@ -298,11 +313,16 @@ class TurnTracker:
     def llm_request(self, at: float) -> None:
         """A context reached the LLM; the latest one before the first token answers the turn.
 
-        An earlier request (a discarded speculative one) is replaced.
+        An earlier request (a discarded speculative one) is replaced, with the TTS marks it
+        made. A request before the turn opens (see the class docstring) is remembered for it.
         """
         if self._open is not None and "llm_first_token" not in self._open.marks:
             self._open.marks["llm_request"] = at
+            self._open.marks.pop("tts_text", None)
+            self._open.marks.pop("tts_first_byte", None)
             self._usage_pending = True
+        elif self._open is None and self._in_speech:
+            self._early = {"llm_request": at}
 
     def llm_first_token(self, at: float) -> None:
         """The LLM pushed text."""
@@ -428,3 +448,5 @@ class TurnTracker:
         # Leftovers of the previous reply (its TTS audio, say) must not mark this turn.
         if self._open is not None and "llm_request" in self._open.marks:
             self._mark_once(mark, at)
+        elif self._open is None and "llm_request" in self._early:
+            self._early.setdefault(mark, at)

@@ -118,3 +118,30 @@ def test_the_tap_passes_the_inner_analyzers_confidence_through_and_counts_silenc
     assert vad.num_frames_required() == FRAME and vad.sample_rate == RATE
     with pytest.raises(TypeError):
         PauseTap("silero")
+
+
+def test_the_tap_reads_silero_shaped_confidences_and_never_breaks_the_vad():
+    """Silero returns a one-element array; something unreadable stops the tracking only."""
+    import numpy as np
+
+    vad = tap([np.array([[0.9]], dtype=np.float32), np.array([[0.1]], dtype=np.float32)])
+    vad.set_sample_rate(RATE)
+    assert float(vad.voice_confidence(b"")[0][0]) == pytest.approx(0.9)
+    vad.voice_confidence(b"")
+    assert vad.silence_s == pytest.approx(FRAME / RATE)
+    broken = tap([object(), 0.2])
+    broken.set_sample_rate(RATE)
+    first = broken.voice_confidence(b"")  # passed through untouched
+    assert not isinstance(first, float)
+    assert broken.voice_confidence(b"") == 0.2 and broken.silence_s == 0.0
+
+
+def test_the_tap_tracks_pauses_behind_pipecats_silero_vad():
+    from pipecat.audio.vad.silero import SileroVADAnalyzer
+
+    vad = PauseTap(SileroVADAnalyzer())
+    vad.set_sample_rate(RATE)
+    for _ in range(5):
+        vad.voice_confidence(b"\x00\x00" * vad.num_frames_required())
+    assert vad.silence_s == pytest.approx(5 * vad.num_frames_required() / RATE)
+    assert vad.params.stop_secs == SileroVADAnalyzer().params.stop_secs

@@ -89,6 +89,49 @@ def test_the_latest_request_before_the_first_token_answers_the_turn():
     assert t.open_turn.marks["llm_request"] == 10.11
 
 
+def test_a_reply_drafted_before_the_vad_stop_is_carried_into_its_turn():
+    """A draft at a pause inside the stop window, its first audio synthesized ahead."""
+    t = TurnTracker()
+    t.user_started()
+    t.llm_request(9.95)  # the VAD has not stopped: no turn is open yet
+    t.tts_text(9.97)
+    t.tts_first_byte(9.99)
+    t.user_stopped(10.0, 0.2)
+    t.turn_confirmed(10.05)
+    t.llm_first_token(10.06)
+    record = t.first_audio_out(10.07)
+    assert record is not None and record.ttfa_ms == ms(270)
+    assert record.marks["llm_request"] == 9.95 and record.marks["tts_first_byte"] == 9.99
+    assert record.stages_ms()["turn_detection"] == ms(50)
+    assert sum(record.stages_ms().values()) == ms(270)
+
+
+def test_speech_again_forgets_an_early_reply_and_old_audio_never_counts_as_one():
+    t = TurnTracker()
+    t.user_started()
+    t.tts_first_byte(9.0)  # the previous reply's audio: no early request, not this turn's
+    t.llm_request(9.5)
+    t.user_started()  # the caller went on: the early draft was withdrawn
+    t.user_stopped(10.0, 0.2)
+    assert "llm_request" not in t.open_turn.marks and "tts_first_byte" not in t.open_turn.marks
+
+
+def test_a_request_replacing_a_withdrawn_draft_drops_the_drafts_tts_marks():
+    t = TurnTracker()
+    t.user_stopped(10.0, 0.2)
+    t.llm_request(10.01)
+    t.tts_text(10.1)  # the draft's first phrase, synthesized ahead
+    t.tts_first_byte(10.15)
+    t.turn_confirmed(10.2)
+    t.llm_request(10.21)  # the final differed: the normal request
+    assert "tts_text" not in t.open_turn.marks and "tts_first_byte" not in t.open_turn.marks
+    t.llm_first_token(10.4)
+    t.tts_text(10.45)
+    t.tts_first_byte(10.5)
+    record = t.first_audio_out(10.52)
+    assert record.marks["tts_first_byte"] == 10.5
+
+
 def test_a_pause_is_dropped_and_a_confirmed_turn_without_audio_is_unanswered():
     t = TurnTracker()
     t.user_stopped(10.0, 0.2)
@@ -328,7 +371,10 @@ def test_any_event_sequence_gives_consistent_records(steps):
         assert all(v >= 0 for v in r.stages_ms().values())
     for r in records:
         vad = r.marks["vad_stopped"]
-        assert all(at >= vad for m, at in r.marks.items() if m != "final_transcript")
+        early_ok = ("final_transcript", "llm_request", "tts_text", "tts_first_byte")
+        assert all(at >= vad for m, at in r.marks.items() if m not in early_ok)
+        for mark in ("tts_text", "tts_first_byte"):  # never ahead of the turn's request
+            assert mark not in r.marks or r.marks[mark] >= r.marks["llm_request"]
     for r in t.unanswered:
         assert not r.complete
 
