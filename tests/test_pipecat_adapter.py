@@ -418,3 +418,88 @@ def test_inline_frame_hooks_can_be_removed():
     _pipecat.remove_inline_frame_hooks(processor, after_process=hook)  # absent: ignored
     handlers = processor._event_handlers["on_after_process_frame"].handlers
     assert hook not in handlers
+
+
+# -- end of turn and preemptive TTS ---------------------------------------------------------
+
+
+def test_deepgram_handles_its_messages_in_an_instance_looked_up_on_message_handler():
+    from pipecat.services.deepgram.stt import DeepgramSTTService
+
+    source = inspect.getsource(DeepgramSTTService)
+    require(
+        callable(getattr(DeepgramSTTService, "_on_message", None)),
+        "DeepgramSTTService._on_message is gone",
+        "install_stt_message_hook",
+    )
+    require(
+        "self._on_message" in source,
+        "DeepgramSTTService no longer registers self._on_message on its connection",
+        "install_stt_message_hook",
+    )
+    require(
+        "from_finalize" in source,
+        "DeepgramSTTService no longer reads from_finalize",
+        "install_stt_message_hook",
+    )
+    stt = DeepgramSTTService(api_key="k", base_url="ws://127.0.0.1:9")
+    seen = []
+
+    async def after(message):
+        seen.append(message)
+
+    _pipecat.install_stt_message_hook(stt, after)
+    assert stt._on_message is not DeepgramSTTService._on_message.__get__(stt)
+    with pytest.raises(TypeError):
+        _pipecat.install_stt_message_hook(object(), after)
+
+
+def test_llm_services_hold_speculation_in_a_gate_with_process_and_state(openai_llm):
+    from pipecat.frames.frames import LLMFullResponseStartFrame, LLMTextFrame
+    from pipecat.processors.frame_processor import FrameDirection
+    from pipecat.turns.speculation_gate import SpeculationGate, SpeculationState
+
+    gate = _pipecat.speculation_gate(openai_llm)
+    require(isinstance(gate, SpeculationGate), "LLMService._speculation_gate", "speculation_gate")
+    require(
+        params_of(SpeculationGate.process) >= {"frame", "direction"}
+        and isinstance(SpeculationGate.state, property),
+        "SpeculationGate.process(frame, direction) / .state",
+        "tap_speculation_gate",
+    )
+    held = []
+    _pipecat.tap_speculation_gate(openai_llm, held.append)
+    gate.begin_speculation(True)
+    start, text = LLMFullResponseStartFrame(), LLMTextFrame("Hi")
+    assert gate.process(start, FrameDirection.DOWNSTREAM) == []
+    assert gate.process(text, FrameDirection.DOWNSTREAM) == []
+    assert gate.state is SpeculationState.HOLDING and held == [start, text]
+    with pytest.raises(TypeError):
+        _pipecat.speculation_gate(object())
+
+
+def test_smart_turn_v3_decides_from_the_probability_its_predict_hook_returns():
+    import numpy as np
+    from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
+
+    require(
+        "_predict_endpoint" in vars(LocalSmartTurnAnalyzerV3),
+        "LocalSmartTurnAnalyzerV3._predict_endpoint",
+        "smart_turn_v3_with_threshold",
+    )
+    stock = LocalSmartTurnAnalyzerV3()
+    strict = _pipecat.smart_turn_v3_with_threshold(0.999)
+    lenient = _pipecat.smart_turn_v3_with_threshold(0.001)
+    audio = (np.sin(np.linspace(0, 800, 16000)) * 0.3).astype(np.float32)
+    result = stock._predict_endpoint(audio)
+    require(
+        set(result) >= {"prediction", "probability"},
+        "_predict_endpoint returns prediction and probability",
+        "smart_turn_v3_with_threshold",
+    )
+    p = result["probability"]
+    assert strict._predict_endpoint(audio)["prediction"] == (1 if p > 0.999 else 0)
+    assert lenient._predict_endpoint(audio)["prediction"] == (1 if p > 0.001 else 0)
+    assert isinstance(strict, LocalSmartTurnAnalyzerV3) and strict.turn_threshold == 0.999
+    with pytest.raises(ValueError):
+        _pipecat.smart_turn_v3_with_threshold(1.0)
