@@ -179,6 +179,17 @@ def smart_turn_v3_with_threshold(threshold: float, **kwargs: Any) -> Any:
     return analyzer
 
 
+def smart_turn_predict(analyzer: Any, audio: Any) -> tuple[bool, float]:
+    """Run a Smart Turn analyzer's model on ``audio`` (float32 mono at its rate).
+
+    Through ``BaseSmartTurn._predict_endpoint`` (the model alone: none of the analyzer's
+    buffering, so its own state is untouched). Returns ``(complete, probability)``. Blocking:
+    run it in an executor.
+    """
+    result = analyzer._predict_endpoint(audio)
+    return bool(result["prediction"] == 1), float(result["probability"])
+
+
 # -- the LLM service's speculation gate --------------------------------------------------------
 
 

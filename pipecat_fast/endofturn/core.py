@@ -30,6 +30,13 @@ been transcribed yet when the VAD stops. Its range end tells how far the final r
 cannot be trusted (a result claims audio beyond what the strategy has seen — the STT received
 audio the strategy did not), gives no proof: the wrapped strategy's own wait decides.
 
+**The verdict, early.** The analyzer may also be run at a pause inside the VAD's stop window
+(:meth:`EarlyConfirm.early_verdict`, the same model on the audio so far). A *complete* verdict
+then stands in for the one the VAD's stop would ask for, provided the caller stays silent until
+that stop (speech again voids it): the turn is confirmed at the stop itself, the model's
+inference off the critical path. An incomplete early verdict changes nothing (the stop asks the
+analyzer as usual).
+
 **A late final** — a final transcript with words after an early confirmation, before the caller
 speaks again — means the proof was wrong or the STT corrected itself. It is reported
 (:class:`LateFinal`) so it is logged and counted; its words reach the context the way Pipecat
@@ -111,6 +118,7 @@ class _Turn:
     interim_after_final: bool = False  # an interim with words came after the last final
     confirmed_at: float | None = None  # clock s of our early confirmation
     late: list[str] = field(default_factory=list)
+    pre_complete: bool | None = None  # the analyzer's verdict at a pause, before the VAD stop
 
 
 class EarlyConfirm:
@@ -141,6 +149,7 @@ class EarlyConfirm:
         self.clock_s = 0.0
         self.clock_reliable = True
         self.confirmations: dict[str, int] = {p: 0 for p in PROOFS}
+        self.early_verdicts = 0  # confirmations on a verdict taken at a pause
         self.late_finals = 0
         self._turn = _Turn()
         self._after_early: _Turn | None = None  # the turn we confirmed early, until speech resumes
@@ -188,12 +197,46 @@ class EarlyConfirm:
         """The VAD heard speech: an end of speech and a verdict seen before are void."""
         self._turn.speech_end_s = None
         self._turn.complete = None
+        self._turn.pre_complete = None
         self._after_early = None
 
+    def pause_ended(self) -> None:
+        """Speech again after a pause the VAD never called a stop: its early verdict is void."""
+        self._turn.pre_complete = None
+
     def speech_stopped(self, stop_secs: float) -> list[Decision]:
-        """The VAD stopped, ``stop_secs`` of silence after the speech ended."""
-        self._turn.speech_end_s = max(0.0, self.clock_s - max(0.0, stop_secs))
-        self._turn.complete = None
+        """The VAD stopped, ``stop_secs`` of silence after the speech ended.
+
+        A complete verdict taken at the pause that led here counts as the stop's verdict.
+        """
+        turn = self._turn
+        turn.speech_end_s = max(0.0, self.clock_s - max(0.0, stop_secs))
+        turn.complete = None
+        if turn.pre_complete:
+            turn.pre_complete = None
+            turn.complete = True
+            decisions = self._maybe_confirm()
+            if decisions:
+                self.early_verdicts += 1
+            return decisions
+        turn.pre_complete = None
+        return []
+
+    def early_verdict(self, complete: bool) -> list[Decision]:
+        """The analyzer's verdict on the audio up to a pause inside the VAD's stop window.
+
+        Before the VAD's stop it is kept for it (:meth:`speech_stopped`); after the stop it
+        counts only if the analyzer's verdict for the stop has not come yet.
+        """
+        turn = self._turn
+        if turn.speech_end_s is None:
+            turn.pre_complete = bool(complete)
+            return []
+        if turn.complete is None and complete:
+            decisions = self.verdict(True)
+            if decisions:
+                self.early_verdicts += 1
+            return decisions
         return []
 
     def verdict(self, complete: bool) -> list[Decision]:

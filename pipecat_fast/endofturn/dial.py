@@ -100,12 +100,16 @@ def patience_vad(preset: str | Patience, inner: Any = None) -> Any:
     return PauseTap(inner, params=VADParams(**params.model_dump()))
 
 
-def patience_stop_strategy(preset: str | Patience, vad: Any, **draft_kwargs: Any) -> Any:
+def patience_stop_strategy(
+    preset: str | Patience, vad: Any, *, early_verdict: bool = True, **draft_kwargs: Any
+) -> Any:
     """Draft-and-hold around the complete-transcript confirmation around Smart Turn v3.
 
     Args:
         preset: The dial's setting.
         vad: The preset's ``PauseTap`` (the user aggregator's VAD analyzer).
+        early_verdict: Also take Smart Turn's verdict at the early-draft pause (a second
+            analyzer), so a complete turn is confirmed at the VAD's stop itself.
         **draft_kwargs: More ``DraftAndHoldUserTurnStopStrategy`` arguments.
     """
     from pipecat.turns.user_stop.turn_analyzer_user_turn_stop_strategy import (
@@ -119,7 +123,10 @@ def patience_stop_strategy(preset: str | Patience, vad: Any, **draft_kwargs: Any
     p = patience(preset)
     analyzer = smart_turn_v3_with_threshold(p.turn_threshold)
     confirm = CompleteTranscriptUserTurnStopStrategy(
-        TurnAnalyzerUserTurnStopStrategy(turn_analyzer=analyzer)
+        TurnAnalyzerUserTurnStopStrategy(turn_analyzer=analyzer),
+        pauses=vad if early_verdict else None,
+        early_analyzer=smart_turn_v3_with_threshold(p.turn_threshold) if early_verdict else None,
+        early_silence_s=p.early_silence_s if early_verdict else None,
     )
     return DraftAndHoldUserTurnStopStrategy(
         confirm,

@@ -14,14 +14,24 @@ It composes with draft-and-hold (the draft strategy wraps it)::
 
 The analyzer's verdict is read from the ``TurnMetricsData`` the wrapped strategy pushes; a
 wrapped strategy that reports none (a speech timeout, say) is never confirmed early.
+
+Given the VAD's :class:`~pipecat_fast.endofturn.PauseTap`, a Smart Turn analyzer of its own and
+``early_silence_s``, it also runs the model at a pause inside the VAD's stop window, on the
+turn's audio so far (the segment Pipecat's analyzer would take: from ``pre_speech_ms`` before
+the speech started, at most ``max_duration_secs``); a *complete* verdict there confirms the turn
+at the VAD's stop, without waiting for the model again (see
+:meth:`~pipecat_fast.endofturn.core.EarlyConfirm.early_verdict`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from loguru import logger
 from pipecat.frames.frames import (
     Frame,
@@ -40,6 +50,7 @@ from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
 
 from pipecat_fast._logging import RateLimitedLog
+from pipecat_fast._pipecat import smart_turn_predict
 from pipecat_fast._strategy import WrappingUserTurnStopStrategy
 from pipecat_fast.endofturn.core import (
     ClockUnreliable,
@@ -64,6 +75,36 @@ def default_turn_analyzer_strategy(**analyzer_kwargs: Any) -> BaseUserTurnStopSt
     )
 
 
+_KEEP_S = 10.0  # caller audio kept for the early verdict (Smart Turn looks at 8 s at most)
+
+
+def _check_early(pauses: Any, analyzer: Any, early_silence_s: Any) -> None:
+    given = [x is not None for x in (pauses, analyzer, early_silence_s)]
+    if not any(given):
+        return
+    if not all(given):
+        raise ValueError(
+            "an early turn verdict needs pauses= (the PauseTap), early_analyzer= (a Smart Turn "
+            "analyzer of its own) and early_silence_s= together"
+        )
+    from pipecat_fast.endofturn.vad import PauseTap
+
+    if not isinstance(pauses, PauseTap):
+        raise TypeError(
+            f"pauses must be the user aggregator's PauseTap, not {type(pauses).__name__}"
+        )
+    if not callable(getattr(analyzer, "_predict_endpoint", None)):
+        raise TypeError(
+            f"early_analyzer must be a Smart Turn analyzer, got {type(analyzer).__name__}"
+        )
+    bad = isinstance(early_silence_s, bool) or not isinstance(early_silence_s, int | float)
+    if bad or not 0 < early_silence_s < pauses.params.stop_secs:
+        raise ValueError(
+            f"early_silence_s must be a number in (0, the VAD's stop_secs="
+            f"{pauses.params.stop_secs}), got {early_silence_s!r}"
+        )
+
+
 def _check_inner(inner: Any) -> None:
     if inner is None or isinstance(inner, BaseUserTurnStopStrategy):
         return
@@ -85,6 +126,11 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         tolerance_s: How far short of the VAD's end of speech a final the STT cut at a pause
             may end and still cover it (see :class:`~pipecat_fast.endofturn.core.EarlyConfirm`).
         clock: Monotonic clock (s), for the time the caller is muted (counted as audio).
+        pauses: The VAD analyzer's :class:`~pipecat_fast.endofturn.PauseTap`, to take the
+            analyzer's verdict at a pause inside the VAD's stop window.
+        early_analyzer: A Smart Turn analyzer of its own for that verdict (not the wrapped
+            strategy's: its buffer is left alone), e.g. ``LocalSmartTurnAnalyzerV3()``.
+        early_silence_s: The pause (s) at which the early verdict is taken.
         **kwargs: Passed to ``BaseUserTurnStopStrategy``.
 
     Attributes:
@@ -93,7 +139,8 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
 
     Raises:
         TypeError: If ``inner`` is not a user turn stop strategy.
-        ValueError: A negative ``tolerance_s``.
+        ValueError: A negative ``tolerance_s``; only some of ``pauses``, ``early_analyzer`` and
+            ``early_silence_s``; an ``early_silence_s`` not under the VAD's ``stop_secs``.
     """
 
     def __init__(
@@ -102,9 +149,13 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         *,
         tolerance_s: float = 0.12,
         clock: Callable[[], float] = time.monotonic,
+        pauses: Any = None,
+        early_analyzer: Any = None,
+        early_silence_s: float | None = None,
         **kwargs: Any,
     ):
         _check_inner(inner)
+        _check_early(pauses, early_analyzer, early_silence_s)
         core = EarlyConfirm(tolerance_s=tolerance_s)
         super().__init__(inner or default_turn_analyzer_strategy(), **kwargs)
         self._eot_core = core
@@ -113,6 +164,17 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         self._eot_confirming = False
         self._eot_mute_since: float | None = None
         self._eot_log = RateLimitedLog(str(self), burst=3, period_s=1.0)
+        self._eot_pauses = pauses
+        self._eot_early_model = early_analyzer
+        self._eot_early_s = early_silence_s
+        self._eot_audio: deque[tuple[float, np.ndarray]] = deque()  # (clock s at start, pcm)
+        self._eot_rate = 16000
+        self._eot_speaking = False
+        self._eot_speech_start: float | None = None  # clock s the turn's speech started
+        self._eot_pause = 0  # which pause the early verdict belongs to
+        self._eot_paused = False
+        self._eot_task: asyncio.Task | None = None
+        self._eot_reported_pause = 0
 
     @property
     def core(self) -> EarlyConfirm:
@@ -138,7 +200,79 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         """The turn ended, by us or anyone else."""
         self._eot_core.turn_stopped(by_us=self._eot_confirming)
         self._eot_confirming = False
+        self._eot_speech_start = None
+        self._eot_pause += 1  # an early verdict still running belongs to the ended turn
         await super().handle_user_turn_stopped()
+
+    async def cleanup(self):
+        """Stop an early verdict still running."""
+        if self._eot_task is not None and not self._eot_task.done():
+            await self.task_manager.cancel_task(self._eot_task)
+        await super().cleanup()
+
+    # -- the early verdict -----------------------------------------------------------------
+
+    def _eot_keep_audio(self, frame: InputAudioRawFrame, channels: int) -> None:
+        if self._eot_early_model is None:
+            return
+        self._eot_rate = frame.sample_rate or self._eot_rate
+        pcm = np.frombuffer(frame.audio, dtype=np.int16)
+        if channels > 1:
+            pcm = pcm[::channels]
+        self._eot_audio.append((self._eot_core.clock_s, pcm))
+        horizon = self._eot_core.clock_s - _KEEP_S
+        while self._eot_audio and self._eot_audio[0][0] < horizon:
+            self._eot_audio.popleft()
+
+    def _eot_segment(self) -> np.ndarray:
+        """The audio Pipecat's analyzer would judge.
+
+        From ``pre_speech_ms`` before the speech, at most ``max_duration_secs`` (Smart Turn's
+        own parameters).
+        """
+        params = getattr(self._eot_early_model, "params", None)
+        pre = getattr(params, "pre_speech_ms", 500) / 1000.0
+        longest = getattr(params, "max_duration_secs", 8)
+        start = (self._eot_speech_start or 0.0) - pre
+        chunks = [pcm for at, pcm in self._eot_audio if at >= start]
+        if not chunks:
+            return np.zeros(0, dtype=np.float32)
+        audio = np.concatenate(chunks).astype(np.float32) / 32768.0
+        return audio[-int(longest * self._eot_rate) :]
+
+    async def _eot_watch_pause(self) -> None:
+        pauses, early = self._eot_pauses, self._eot_early_s
+        if pauses is None or early is None or not self._eot_speaking:
+            return
+        silence = pauses.silence_s
+        if not self._eot_paused and silence >= early:
+            self._eot_paused = True
+            audio = self._eot_segment()
+            if len(audio):
+                pause = self._eot_pause
+                self._eot_task = self.task_manager.create_task(
+                    self._eot_early_verdict(audio, pause), f"{self}::early_verdict"
+                )
+        elif self._eot_paused and silence == 0.0:
+            self._eot_paused = False
+            self._eot_pause += 1
+            self._eot_core.pause_ended()
+
+    async def _eot_early_verdict(self, audio: np.ndarray, pause: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            complete, probability = await loop.run_in_executor(
+                None, smart_turn_predict, self._eot_early_model, audio
+            )
+        except Exception as e:  # fail open: the VAD's stop asks the analyzer as usual
+            self._eot_log.warning(f"the early turn verdict failed ({e}); not used", key="early")
+            return
+        if pause != self._eot_pause:
+            return  # the caller spoke again (or the turn ended) meanwhile
+        await self.push_frame(
+            TTFAAnnotationFrame(fields={"eot_early_probability": round(probability, 3)})
+        )
+        await self._apply(self._eot_core.early_verdict(complete))
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult | None:
         """Feed the core; let the wrapped strategy decide; confirm early when proven."""
@@ -146,12 +280,19 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         decisions: list[Decision] = []
         if isinstance(frame, InputAudioRawFrame):
             channels = max(1, frame.num_channels or 1)
+            self._eot_keep_audio(frame, channels)
             core.audio(len(frame.audio) / (2 * channels * max(1, frame.sample_rate)))
+            await self._eot_watch_pause()
         elif isinstance(frame, VADUserStartedSpeakingFrame):
             core.speech_started()
             self._eot_confirming = False
+            self._eot_speaking, self._eot_paused = True, False
+            self._eot_pause += 1
+            if self._eot_speech_start is None:
+                self._eot_speech_start = max(0.0, core.clock_s - frame.start_secs)
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            core.speech_stopped(frame.stop_secs)
+            self._eot_speaking = False
+            decisions += core.speech_stopped(frame.stop_secs)
         elif isinstance(frame, TranscriptionFrame | InterimTranscriptionFrame):
             result = read_frame(frame)
             if result is not None:
@@ -188,6 +329,11 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
                     self._eot_verdict = bool(item.is_complete)
         await self.push_frame(frame, direction)
 
+    def _eot_core_used_pause(self) -> bool:
+        used = self._eot_core.early_verdicts > self._eot_reported_pause
+        self._eot_reported_pause = self._eot_core.early_verdicts
+        return used
+
     # -- carrying out the core's decisions -------------------------------------------------
 
     async def _apply(self, decisions: list[Decision]) -> None:
@@ -198,7 +344,13 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
                     "confirming the turn without waiting for the STT's p99"
                 )
                 await self.push_frame(
-                    TTFAAnnotationFrame(fields={"eot_early": True, "eot_proof": decision.proof})
+                    TTFAAnnotationFrame(
+                        fields={
+                            "eot_early": True,
+                            "eot_proof": decision.proof,
+                            "eot_verdict": "pause" if self._eot_core_used_pause() else "stop",
+                        }
+                    )
                 )
                 self._eot_confirming = True
                 await self.trigger_user_turn_stopped()

@@ -353,3 +353,53 @@ def test_pause_tracker_counts_silence_from_the_last_speech_frame():
 def test_pause_tracker_refuses_a_threshold_outside_0_1():
     with pytest.raises(ValueError):
         PauseTracker(1.5)
+
+
+# -- the early verdict ----------------------------------------------------------------------
+
+
+def test_a_complete_verdict_at_the_pause_confirms_at_the_vads_stop():
+    core = EarlyConfirm()
+    spoken(core, 1.5)
+    core.result(final("Book it for Tuesday.", 1.51))
+    core.audio(0.1)
+    assert core.early_verdict(True) == []  # held for the stop
+    core.audio(0.1)
+    assert core.speech_stopped(0.2) == [Confirm("segment_end")]
+    assert core.early_verdicts == 1
+
+
+def test_speech_after_the_pause_voids_its_verdict():
+    for void in (lambda c: c.pause_ended(), lambda c: c.speech_started()):
+        core = EarlyConfirm()
+        spoken(core, 1.5)
+        core.result(final("I want", 1.51))
+        core.early_verdict(True)
+        void(core)
+        core.audio(0.2)
+        assert core.speech_stopped(0.2) == []
+
+
+def test_an_incomplete_early_verdict_leaves_the_stop_to_the_analyzer():
+    core = EarlyConfirm()
+    spoken(core, 1.5)
+    core.result(final("So I was", 1.51))
+    core.early_verdict(False)
+    core.audio(0.2)
+    assert core.speech_stopped(0.2) == []
+    assert core.verdict(True) == [Confirm("segment_end")]
+    assert core.early_verdicts == 0
+
+
+def test_after_the_stop_an_early_verdict_counts_only_before_the_analyzers_own():
+    core = EarlyConfirm()
+    spoken(core, 1.5)
+    core.result(final("Yes.", 1.51))
+    stopped_after(core, 0.0)
+    assert core.early_verdict(True) == [Confirm("segment_end")]  # it came first
+    other = EarlyConfirm()
+    spoken(other, 1.5)
+    other.result(final("So", 1.51))
+    stopped_after(other, 0.0)
+    assert other.verdict(False) == []
+    assert other.early_verdict(True) == []  # the stop's own verdict said incomplete

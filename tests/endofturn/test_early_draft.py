@@ -12,6 +12,7 @@ from pipecat.frames.frames import (
     EagerEndOfTurnCancelFrame,
     InputAudioRawFrame,
     LLMContextFrame,
+    UserStoppedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
 
@@ -145,3 +146,73 @@ def test_the_tap_tracks_pauses_behind_pipecats_silero_vad():
         vad.voice_confidence(b"\x00\x00" * vad.num_frames_required())
     assert vad.silence_s == pytest.approx(5 * vad.num_frames_required() / RATE)
     assert vad.params.stop_secs == SileroVADAnalyzer().params.stop_secs
+
+
+class ScriptedTurnModel:
+    """An early analyzer: Smart Turn's predict hook, scripted (and what it was asked)."""
+
+    def __init__(self, complete=True):
+        self.complete = complete
+        self.audio = []
+
+    def _predict_endpoint(self, audio):
+        self.audio.append(audio)
+        return {"prediction": 1 if self.complete else 0, "probability": 0.97}
+
+
+async def test_a_complete_verdict_at_the_pause_confirms_at_the_vad_stop_without_the_model():
+    from pipecat_fast.endofturn import CompleteTranscriptUserTurnStopStrategy
+
+    vad = tap([0.9] * 10 + [0.1] * 8)
+    model = ScriptedTurnModel()
+    inner = analyzer_strategy()
+    confirm = CompleteTranscriptUserTurnStopStrategy(
+        inner, pauses=vad, early_analyzer=model, early_silence_s=0.1
+    )
+    side = UserSide(confirm, vad_analyzer=vad)
+    frames = [p99(30.0), *vad_frames(8), final("Book it for Tuesday.", 0.0, 0.26)]
+    frames += [*vad_frames(2), *vad_frames(4)]
+    frames += [Until(lambda: model.audio, what="the early verdict was taken")]
+    frames += [*vad_frames(4), Until(lambda: side.recorder.stops(), what="confirmed")]
+    await side.run(*frames)
+    assert confirm.core.early_verdicts == 1
+    assert inner._turn_analyzer.asked == 0  # the stop did not wait for the model again
+    # The model saw the turn's audio from before the speech started to the pause.
+    assert len(model.audio[0]) >= 10 * FRAME
+    seen = side.recorder.seen
+    assert index_of(seen, VADUserStoppedSpeakingFrame) < index_of(seen, UserStoppedSpeakingFrame)
+
+
+async def test_an_incomplete_early_verdict_leaves_the_stop_to_the_wrapped_analyzer():
+    from pipecat_fast.endofturn import CompleteTranscriptUserTurnStopStrategy
+
+    vad = tap([0.9] * 10 + [0.1] * 8)
+    model = ScriptedTurnModel(complete=False)
+    inner = analyzer_strategy()
+    confirm = CompleteTranscriptUserTurnStopStrategy(
+        inner, pauses=vad, early_analyzer=model, early_silence_s=0.1
+    )
+    side = UserSide(confirm, vad_analyzer=vad)
+    frames = [p99(30.0), *vad_frames(8), final("Book it for Tuesday.", 0.0, 0.26)]
+    frames += [*vad_frames(6), Until(lambda: model.audio, what="asked early")]
+    frames += [*vad_frames(4), Until(lambda: side.recorder.stops(), what="confirmed")]
+    await side.run(*frames)
+    assert inner._turn_analyzer.asked == 1 and confirm.core.early_verdicts == 0
+
+
+def test_early_verdict_settings_are_checked():
+    from pipecat_fast.endofturn import CompleteTranscriptUserTurnStopStrategy
+
+    with pytest.raises(ValueError):
+        CompleteTranscriptUserTurnStopStrategy(analyzer_strategy(), early_silence_s=0.1)
+    with pytest.raises(TypeError):
+        CompleteTranscriptUserTurnStopStrategy(
+            analyzer_strategy(), pauses=tap([]), early_analyzer=object(), early_silence_s=0.1
+        )
+    with pytest.raises(ValueError):
+        CompleteTranscriptUserTurnStopStrategy(
+            analyzer_strategy(),
+            pauses=tap([]),
+            early_analyzer=ScriptedTurnModel(),
+            early_silence_s=0.3,
+        )
