@@ -57,7 +57,7 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.metrics.metrics import LLMUsageMetricsData
+from pipecat.metrics.metrics import LLMUsageMetricsData, TurnMetricsData
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import LLMService
@@ -203,6 +203,12 @@ def _on_metrics(obs: TTFAObserver, data: FramePushed) -> None:
                     usage.prompt_tokens,
                     usage.cache_read_input_tokens,
                     usage.cache_creation_input_tokens,
+                )
+            elif isinstance(item, TurnMetricsData):
+                # The end-of-turn model's own inference time (Smart Turn), for the turn it
+                # judged: what turn detection costs when nothing else is waited for.
+                obs._ttfa_tracker.annotate(
+                    fields={"turn_model_ms": round(float(item.e2e_processing_time_ms), 1)}
                 )
 
 

@@ -406,3 +406,20 @@ async def test_usage_reports_cache_writes_additively():
         0,
         3000,
     )
+
+
+async def test_the_turn_models_inference_time_lands_on_the_turn_it_judged():
+    from pipecat.metrics.metrics import TurnMetricsData
+
+    obs = TTFAObserver()
+    await push(obs, 10.0, VADUserStoppedSpeakingFrame(stop_secs=0.2))
+    verdict = TurnMetricsData(
+        processor="smart-turn", is_complete=True, probability=0.97, e2e_processing_time_ms=61.23
+    )
+    await push(obs, 10.06, MetricsFrame(data=[verdict]))
+    await push(obs, 10.1, UserStoppedSpeakingFrame())
+    await push(obs, 10.12, LLMContextFrame(LLMContext()), destination=LLM)
+    await push(obs, 10.4, LLMTextFrame("Sure"), source=LLM)
+    await push(obs, 10.52, BotStartedSpeakingFrame())
+    [turn] = obs.turns
+    assert turn.extra["turn_model_ms"] == 61.2
