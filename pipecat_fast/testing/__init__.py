@@ -2,7 +2,8 @@
 
 Provider emulators that Pipecat's real services talk to unchanged (Deepgram STT, OpenAI and
 Anthropic LLMs with a prefix-cache latency model, Cartesia, Deepgram and Sarvam TTS), a
-real-time scripted caller transport, and a real llama.cpp engine on a locally generated model.
+real-time scripted caller transport with the calls it plays (``ScriptedCall``: the shipped
+recordings, espeak-ng or your own WAVs), and a real llama.cpp engine on a locally generated model.
 Names load on first use, so importing one emulator does not pull in the others' dependencies.
 """
 
@@ -37,6 +38,9 @@ _LAZY = {
     "MODEL_SPECS": "pipecat_fast.testing.gguf_model",
     "parse_engine_log": "pipecat_fast.testing.engine_log",
     "EngineLog": "pipecat_fast.testing.engine_log",
+    "ScriptedCall": "pipecat_fast.testing.scripted_call",
+    "CallerLine": "pipecat_fast.testing.scripted_call",
+    "words_from_audio": "pipecat_fast.testing.scripted_call",
 }
 
 

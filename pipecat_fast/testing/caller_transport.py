@@ -37,6 +37,8 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.transports.base_transport import BaseTransport, TransportParams
 
 CHUNK_MS = 20
+CALLER_CLIENT = "scripted-caller"
+"""The ``client`` argument of the transport's ``on_client_connected``/``on_client_disconnected``."""
 
 
 @dataclass
@@ -86,6 +88,7 @@ class _CallerInput(BaseInputTransport):
         await self.set_transport_ready(frame)
         if self._caller_task is None:
             self._caller_task = self.create_task(self._play_call(), "caller")
+            await self._caller._call_event_handler("on_client_connected", CALLER_CLIENT)
 
     async def stop(self, frame):
         """Stop streaming."""
@@ -175,6 +178,7 @@ class _CallerInput(BaseInputTransport):
             timeline.speaking_reply = None
             await play(silence * int(caller.reply_gap_s * 1000 / CHUNK_MS))
         caller.finished.set()
+        await caller._call_event_handler("on_client_disconnected", CALLER_CLIENT)
         while True:  # a live line keeps sending silence until hung up
             await play(silence)
 
@@ -238,6 +242,13 @@ class CallerTransport(BaseTransport):
     Attributes:
         finished: Set once the caller has heard the reply to its last utterance.
         timeline: What the caller did and heard.
+
+    Events, as a phone or WebRTC transport fires them (handlers get ``(transport, client)``):
+    ``on_client_connected`` when the pipeline has started and the caller is on the line, and
+    ``on_client_disconnected`` when the caller hangs up, once it has heard the reply to its last
+    utterance (then ``finished`` is set). A bot that ends its worker on disconnect, as
+    Pipecat's examples do, ends the call the same way here. The line keeps sending silence
+    until the pipeline stops.
     """
 
     def __init__(
@@ -271,6 +282,8 @@ class CallerTransport(BaseTransport):
         )
         self._caller_input: _CallerInput | None = None
         self._caller_output: _PacedOutput | None = None
+        self._register_event_handler("on_client_connected")
+        self._register_event_handler("on_client_disconnected")
 
     def barge_in_after(self, index: int) -> float | None:
         """When utterance ``index`` starts over the previous reply (s after it began), if so."""
