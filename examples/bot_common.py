@@ -13,7 +13,6 @@ from importlib.resources import files
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame
 from pipecat.pipeline.pipeline import Pipeline
-from pipecat.pipeline.runner import PipelineRunner
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
@@ -25,6 +24,7 @@ from pipecat.services.deepgram.stt import DeepgramSTTService
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.transports.base_transport import BaseTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from pipecat.workers.runner import WorkerRunner
 
 from pipecat_fast.aggregator import make_text_processor
 from pipecat_fast.lint import CacheBustGuard
@@ -104,5 +104,7 @@ async def run_bot(transport: BaseTransport, *, call_id: str, handle_sigint: bool
     async def on_client_disconnected(transport, client):
         await worker.cancel()
 
-    await PipelineRunner(handle_sigint=handle_sigint).run(worker)
+    runner = WorkerRunner(handle_sigint=handle_sigint)
+    await runner.add_workers(worker)
+    await runner.run()
     print("TTFA over the call:", ttfa.summary())
