@@ -1,9 +1,15 @@
-"""The example bots compile, and the shared pipeline module imports with the bench extras."""
+"""The examples: they compile, use no deprecated Pipecat API, and bench_your_bot runs a call."""
 
 import ast
 import importlib
 import importlib.util
+import os
 import py_compile
+import re
+import subprocess
+import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -61,6 +67,47 @@ def test_examples_and_readme_import_no_deprecated_pipecat_api():
 
 
 def _python_blocks(markdown: str) -> list[str]:
-    import re
-
     return re.findall(r"```python\n(.*?)```", markdown, re.S)
+
+
+@pytest.mark.slow
+def test_bench_your_bot_runs_a_short_call_each_way_and_prints_the_ratio():
+    """The example as a user runs it: a one-turn call through stock and the levers."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "examples/bench_your_bot.py", "--turns", "1", "--calls", "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    row = re.search(r"^\s+0 \|\s+(\d+) \|\s+(\d+) \|\s+([\d.]+)$", out, re.M)
+    assert row, out
+    stock, fast, ratio = int(row[1]), int(row[2]), float(row[3])
+    assert stock > 0 and fast > 0 and abs(ratio - fast / stock) < 0.01
+    # The levers' run sent prefill-only requests and the script says what they cost.
+    compute = re.search(
+        r"stock (\d+), levers (\d+) \(([+-][\d.]+) %, (\d+) prefill requests\)", out
+    )
+    assert compute and int(compute[4]) >= 1, out
+    assert "Traceback" not in done.stderr
+
+
+def test_bench_your_bot_prompt_is_its_own_and_above_the_cache_minimum():
+    from pipecat_fast.bench.calls import load_calls
+    from pipecat_fast.tokens import count_tokens
+
+    module = _load_example("bench_your_bot")
+    assert count_tokens(module.SYSTEM_PROMPT) > 1024
+    shipped = load_calls(["book_cleaning"])[0].system_prompt
+    assert module.SYSTEM_PROMPT[:200] not in shipped
+
+
+def _load_example(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
