@@ -235,6 +235,9 @@ class SpeculativePrefill(FrameProcessor):
         if self._prefill_turn is not None:
             self.turns.append(self._prefill_planner.end_turn())
             self._prefill_turn = None
+        if self._prefill_user_turn_ended:  # the call ended on a turn a held draft answered
+            self._prefill_user_turn_ended = False
+            self._check_stabiliser(self._prefill_context)
         self._prefill_log.flush()
 
     # -- warnings (each at most once per session) ----------------------------------------
@@ -260,8 +263,13 @@ class SpeculativePrefill(FrameProcessor):
         if self._prefill_saw_stable or "no-stabiliser" in self._prefill_warned:
             return
         messages = context.get_messages() if isinstance(context, LLMContext) else []
-        last = messages[-1] if messages else None
-        text = last.get("content") if isinstance(last, dict) and last.get("role") == "user" else ""
+        # The caller's last turn: the last user message, also when the turn's reply is already
+        # in the context (a held draft answered it; the check runs when the caller speaks again).
+        last = next(
+            (m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"),
+            None,
+        )
+        text = last.get("content") if last is not None else ""
         words = len(text.split()) if isinstance(text, str) else 0
         if words >= STABILISER_CHECK_WORDS:
             self._warn_once(

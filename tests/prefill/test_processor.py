@@ -506,6 +506,43 @@ async def test_without_a_stabiliser_before_the_aggregator_it_says_so_once(
     assert "Put TwoUpdateStabilizer() between the STT and the user aggregator" in warning
 
 
+async def test_a_turn_a_held_draft_answered_still_gets_the_no_stabiliser_warning(log_lines):
+    """With draft-and-hold no LLMContextFrame follows the confirmed turn (the draft answered
+    it), so the check runs when the caller speaks again, with the reply already in the context:
+    it must read the caller's last user message, not the context's last message."""
+    context = LLMContext(
+        messages=[
+            {"role": "user", "content": "I would like to book a cleaning please"},
+            {"role": "assistant", "content": "Sure, which day suits you?"},
+        ]
+    )
+    prefill = SpeculativePrefill(backend=BrokenBackend(), context=context)
+    frames = paced(
+        UserStoppedSpeakingFrame(),  # the turn confirmed; the held draft is the reply
+        VADUserStartedSpeakingFrame(start_secs=0.2),  # the caller speaks again
+    )
+    pacer = Pacer(prefill)
+    await run_test(Pipeline([pacer, prefill]), frames_to_send=frames)
+    assert pacer.timed_out == []
+    [warning] = [m for m in log_lines if "no StableTranscriptFrame" in m]
+    assert "the caller spoke a 8-word turn" in warning
+
+
+async def test_a_call_ending_on_a_turn_a_held_draft_answered_gets_the_warning(log_lines):
+    context = LLMContext(
+        messages=[
+            {"role": "user", "content": "I would like to book a cleaning please"},
+            {"role": "assistant", "content": "Sure, which day suits you?"},
+        ]
+    )
+    prefill = SpeculativePrefill(backend=BrokenBackend(), context=context)
+    pacer = Pacer(prefill)
+    await run_test(Pipeline([pacer, prefill]), frames_to_send=paced(UserStoppedSpeakingFrame()))
+    assert pacer.timed_out == []
+    [warning] = [m for m in log_lines if "no StableTranscriptFrame" in m]
+    assert "the caller spoke a 8-word turn" in warning
+
+
 async def test_with_the_stabiliser_in_place_no_such_warning(log_lines):
     async with OpenAIEmulator(FAST) as emulator:
         context = LLMContext()
