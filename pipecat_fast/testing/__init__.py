@@ -41,6 +41,7 @@ _LAZY = {
     "ScriptedCall": "pipecat_fast.testing.scripted_call",
     "CallerLine": "pipecat_fast.testing.scripted_call",
     "words_from_audio": "pipecat_fast.testing.scripted_call",
+    "read_wav": "pipecat_fast.testing.scripted_call",
 }
 
 
