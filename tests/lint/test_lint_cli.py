@@ -4,6 +4,8 @@ import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipecat_fast.cli import main as router_main
 from pipecat_fast.lint import cli
@@ -266,3 +268,20 @@ def test_breakpoints_flag_reports_a_late_clock_in_the_cached_block(files):
     assert code == cli.EXIT_OK and "CB108" not in out
     code, out, _ = run([str(late), "--breakpoints"])
     assert code == cli.EXIT_FINDINGS and "CB108" in out and "costs more than no caching" in out
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.binary(max_size=300),
+    st.sampled_from([".py", ".ts", ".js", ".md", ".json", ".jinja", ".txt"]),
+)
+def test_property_any_bytes_in_any_kind_of_file_give_a_result_not_a_traceback(data, ext):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"prompt{ext}"
+        path.write_bytes(data)
+        code, out, err = run([str(path), "--provider", "openai"])
+    assert code in (cli.EXIT_OK, cli.EXIT_FINDINGS, cli.EXIT_UNLINTED)
+    assert "Traceback" not in out + err and "file(s)" in out

@@ -25,7 +25,6 @@ import json
 import re
 import sys
 import tempfile
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -324,9 +323,9 @@ def evaluate(prompts_dir: Path | str = DEFAULT_DIR, provider: str | None = "open
         try:
             md = (corpus / entry["file"]).read_text("utf-8")
             result.findings = lint_case(md, provider)
-        except Exception as e:  # one bad case never stops the evaluation
+        except Exception as e:  # one bad case never stops the evaluation (and no traceback)
             result.error = f"{type(e).__name__}: {e}"
-            traceback.print_exc(file=sys.stderr)
+            print(f"{case_id}: not evaluated ({result.error})", file=sys.stderr)
         hits = {
             f.rule
             for _n, f in result.findings
