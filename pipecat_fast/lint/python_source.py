@@ -524,23 +524,36 @@ def _lint_tree(
     index = ModuleIndex(tree, source, path=path, project=project)
     if project is not None:
         project.register(index)
-    classifier = Classifier(index)
-    renderer = Renderer(index, classifier)
     mode = breakpoint_mode(tree) if breakpoints is None else None
     if breakpoints:
         mode = "breakpoints"
-    best: dict[tuple[int, str], Finding] = {}
-    static_prefixes: list[tuple[int, tuple[str, ...], Sink]] = []
-
-    def keep(key: tuple[int, str], finding: Finding) -> None:
-        old = best.get(key)
-        if old is None or (finding.severity, -finding.line) > (old.severity, -old.line):
-            best[key] = finding
-
+    run = _ModuleLint(index, encoding, mode)
     for sink in find_sinks(tree):
+        run.lint_sink(sink)
+    return run.findings(minimum)
+
+
+class _ModuleLint:
+    """The findings of one module's sinks, kept one per value and rule (the worst)."""
+
+    def __init__(self, index: ModuleIndex, encoding: str, mode: str | None) -> None:
+        self.index = index
+        self.encoding = encoding
+        self.mode = mode
+        self.classifier = Classifier(index)
+        self.renderer = Renderer(index, self.classifier)
+        self.best: dict[tuple[int, str], Finding] = {}
+        self.static_prefixes: list[tuple[int, tuple[str, ...], Sink]] = []
+
+    def keep(self, key: tuple[int, str], finding: Finding) -> None:
+        old = self.best.get(key)
+        if old is None or (finding.severity, -finding.line) > (old.severity, -old.line):
+            self.best[key] = finding
+
+    def render(self, sink: Sink) -> list:
+        index, renderer = self.index, self.renderer
         issues_before = set(renderer.issues)
-        rendered = renderer.render(sink.value)
-        segments = rendered.segments
+        segments = renderer.render(sink.value).segments
         line = getattr(sink.value, "lineno", 0)
         if sink.name and any(ln > line for ln in index.formatted_at.get(sink.name, [])):
             # One step of `prompt = prompt.replace(...)` filled further in later statements:
@@ -550,14 +563,17 @@ def _lint_tree(
         if sink.slot == "system" and sink.name and sink.name not in index.formatted_names:
             # A template defined here and filled elsewhere (another module, or never in
             # view): its placeholders say what will go there.
-            segments = _placeholder_holes(segments, sink, classifier)
-        if sink.slot != "tools" and not _builds_text(sink.value, segments, index):
-            continue
+            segments = _placeholder_holes(segments, sink, self.classifier)
+        return segments
+
+    def lint_sink(self, sink: Sink) -> None:
+        segments = self.render(sink)
+        if sink.slot != "tools" and not _builds_text(sink.value, segments, self.index):
+            return
         skeleton, holes = Rendered(segments).skeleton()
-        tm = TextMap(skeleton, encoding)
+        tm = TextMap(skeleton, self.encoding)
         total = tm.token_count
         first_volatile: tuple[int, tuple[str, ...]] | None = None
-        in_block = sink.block or (mode is not None and sink.slot == "system")
         for i, (hole, start, end) in enumerate(holes):
             place = Place(
                 before=tm.token_at(start),
@@ -566,89 +582,86 @@ def _lint_tree(
                 unknown_before=tuple(h.label for h, _s, _e in holes[:i] if h.sample is None),
                 unknown_after=tuple(h.label for h, _s, _e in holes[i + 1 :] if h.sample is None),
             )
-            at = hole.via if hole.via is not None else hole.node
-            if not index.owns(at):
-                at = sink.value
-            line, col = index.line_col(at)
-            for src in hole.sources:
-                if sink.slot == "tools" and src.rule not in TOOL_RULES:
-                    continue
-                freq = src.granularity
-                if not src.placeholder:
-                    freq = min(freq, classifier.ix(src.origin).eval_frequency(src.origin))
-                pos, shown = _position(sink, src, place)
-                severity = grade(freq, pos)
-                if severity >= Severity.WARNING and first_volatile is None:
-                    first_volatile = (place.before, place.unknown_before)
-                where = {"hole": shorten(ast.unparse(hole.node), 40)}
-                message = _message(src, freq, pos, sink, where, shown)
-                origin_line = getattr(src.origin, "lineno", line)
-                if index.owns(src.origin) and origin_line != line:
-                    message += f" (value computed at line {origin_line})"
-                keep(
-                    (src.key, src.rule),
-                    Finding(
-                        rule=src.rule,
-                        severity=severity,
-                        message=message,
-                        char_offset=start,
-                        token_offset=place.before,
-                        line=line,
-                        col=col,
-                        frequency=freq,
-                        position=pos,
-                        estimated=True,
-                        evidence=shorten(ast.unparse(hole.node), 60),
-                        extra={
-                            "origin_line": origin_line,
-                            "sink": sink.label,
-                            "size_known": place.exact,
-                            "total_tokens": place.total,
-                            "tokens_after": place.after,
-                        },
-                    ),
-                )
-                if in_block and freq > Frequency.PROCESS:
-                    block_severity = grade(freq, Position.EARLY)
-                    if block_severity >= Severity.WARNING:
-                        keep(
-                            (src.key, "CB108"),
-                            _block_finding(src, freq, block_severity, sink, mode or "", line, col),
-                        )
+            if self.lint_hole(sink, hole, start, place) and first_volatile is None:
+                first_volatile = (place.before, place.unknown_before)
         if sink.slot == "system" and (skeleton.strip() or holes):
-            static = (
-                first_volatile
-                if first_volatile is not None
-                else (
-                    total,
-                    tuple(h.label for h, _s, _e in holes if h.sample is None),
-                )
-            )
-            static_prefixes.append((static[0], static[1], sink))
-    # One finding per place and rule: two sources in one hole read as one problem.
-    by_place: dict[tuple[int, int, str], Finding] = {}
-    for f in best.values():
-        k = (f.line, f.col, f.rule)
-        if k not in by_place or f.severity > by_place[k].severity:
-            by_place[k] = f
-    findings = list(by_place.values())
-    for issue in renderer.issues.values():
-        line, col = index.line_col(issue.node if index.owns(issue.node) else tree)
-        findings.append(
-            Finding(
-                rule="CB201",
-                severity=Severity.parse(issue.severity),
-                message=issue.message,
+            unknown = tuple(h.label for h, _s, _e in holes if h.sample is None)
+            static = first_volatile if first_volatile is not None else (total, unknown)
+            self.static_prefixes.append((static[0], static[1], sink))
+
+    def lint_hole(self, sink: Sink, hole: Hole, start: int, place: Place) -> bool:
+        """Findings for the sources of one hole; True if one is a warning or worse."""
+        index = self.index
+        at = hole.via if hole.via is not None else hole.node
+        line, col = index.line_col(at if index.owns(at) else sink.value)
+        in_block = sink.block or (self.mode is not None and sink.slot == "system")
+        volatile = False
+        for src in hole.sources:
+            if sink.slot == "tools" and src.rule not in TOOL_RULES:
+                continue
+            freq = src.granularity
+            if not src.placeholder:
+                freq = min(freq, self.classifier.ix(src.origin).eval_frequency(src.origin))
+            pos, shown = _position(sink, src, place)
+            severity = grade(freq, pos)
+            volatile = volatile or severity >= Severity.WARNING
+            message = _message(src, freq, pos, sink, {"hole": hole.label}, shown)
+            origin_line = getattr(src.origin, "lineno", line)
+            if index.owns(src.origin) and origin_line != line:
+                message += f" (value computed at line {origin_line})"
+            finding = Finding(
+                rule=src.rule,
+                severity=severity,
+                message=message,
+                char_offset=start,
+                token_offset=place.before,
                 line=line,
                 col=col,
+                frequency=freq,
+                position=pos,
                 estimated=True,
-                evidence=issue.placeholder,
+                evidence=shorten(ast.unparse(hole.node), 60),
+                extra={
+                    "origin_line": origin_line,
+                    "sink": sink.label,
+                    "size_known": place.exact,
+                    "total_tokens": place.total,
+                    "tokens_after": place.after,
+                },
             )
-        )
-    findings.extend(_tool_swaps(tree, index))
-    findings.extend(_below_minimum(minimum, static_prefixes, findings, index))
-    findings.sort(key=lambda f: (f.line, f.col, -f.severity))
-    return findings
+            self.keep((src.key, src.rule), finding)
+            block_severity = grade(freq, Position.EARLY)
+            if in_block and freq > Frequency.PROCESS and block_severity >= Severity.WARNING:
+                block = _block_finding(src, freq, block_severity, sink, self.mode or "", line, col)
+                self.keep((src.key, "CB108"), block)
+        return volatile
+
+    def findings(self, minimum: PrefixMinimum | None) -> list[Finding]:
+        index = self.index
+        # One finding per place and rule: two sources in one hole read as one problem.
+        by_place: dict[tuple[int, int, str], Finding] = {}
+        for f in self.best.values():
+            k = (f.line, f.col, f.rule)
+            if k not in by_place or f.severity > by_place[k].severity:
+                by_place[k] = f
+        found = list(by_place.values())
+        for issue in self.renderer.issues.values():
+            line, col = index.line_col(issue.node if index.owns(issue.node) else index.tree)
+            found.append(
+                Finding(
+                    rule="CB201",
+                    severity=Severity.parse(issue.severity),
+                    message=issue.message,
+                    line=line,
+                    col=col,
+                    estimated=True,
+                    evidence=issue.placeholder,
+                )
+            )
+        found.extend(_tool_swaps(index.tree, index))
+        found.extend(_below_minimum(minimum, self.static_prefixes, found, index))
+        found.sort(key=lambda f: (f.line, f.col, -f.severity))
+        return found
 
 
 def _block_finding(
