@@ -24,6 +24,7 @@ from pipecat_fast.bench.material import bench_calls
 from pipecat_fast.bench.output import (
     console,
     paired_turns_table,
+    print_problem,
     progress_line,
     quiet_logs,
     summary_table,
@@ -156,7 +157,7 @@ def _waterfall(path: Path, results, names: list[str], profile: str) -> Path | No
     try:
         return waterfall_png(path, rows, title=f"{' vs '.join(names)}, {profile}: TTFA per turn")
     except ImportError as e:
-        console.print(f"[yellow]no waterfall PNG:[/yellow] {e}")
+        print_problem("no waterfall PNG", e, style="yellow")
         return None
 
 
@@ -166,5 +167,5 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_demo(args))
     except (CallScriptError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        print_problem("error", e)
         return 2

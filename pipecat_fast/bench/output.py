@@ -9,6 +9,7 @@ from typing import Any
 
 from loguru import logger
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pipecat_fast.bench.runner import CallResult
@@ -27,6 +28,11 @@ _SHORT = {
     "tts_ttfb": "TTS TTFB",
     "output": "out",
 }
+
+
+def print_problem(label: str, message: object, style: str = "red") -> None:
+    """One line ``label: message``; the message is printed as is (``[llama]`` is no markup)."""
+    console.print(f"[{style}]{label}:[/{style}] {escape(str(message))}", soft_wrap=True)
 
 
 def quiet_logs(verbose: bool) -> None:

@@ -3,7 +3,14 @@
 Every call runs through every configuration, alternating configuration call by call
 (A B A B ...), on the same emulated providers (or the real llama.cpp engine with
 ``--engine llama-cpp``). Ratios are each configuration's p50/p95 TTFA over the baseline's
-(the first configuration), measured in the same run.
+(the first configuration), measured in the same run over the turns every configuration
+answered.
+
+On the engine, the bench first measures the engine's prefill rate on the call's prompt and
+sizes the caller's patience to it (:func:`size_to_engine`), so a slower CPU gives the same
+turns, slower, rather than turns the caller talks over. What each configuration made the engine
+compute comes from the engine's own log, one record per request it started, completed or
+abandoned (:class:`pipecat_fast.testing.engine_log.EngineRequest`).
 """
 
 from __future__ import annotations
@@ -11,10 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 from pathlib import Path
 
 import aiohttp
-from loguru import logger
 
 from pipecat_fast.bench.calls import CallScriptError
 from pipecat_fast.bench.configs import CONFIGS, get_configs
@@ -24,6 +31,7 @@ from pipecat_fast.bench.output import (
     compute_table,
     console,
     first_turn_line,
+    print_problem,
     progress_line,
     quiet_logs,
     stage_medians,
@@ -38,6 +46,9 @@ from pipecat_fast.ttfa import write_json
 
 DEFAULT_CONFIGS = "stock,stock-again,prefill,draft,aggregator"
 """Stock Pipecat, its noise floor, and every lever (the sweeps' variants are opt-in)."""
+
+DEFAULT_PATIENCE_S = 15.0
+"""How long the bench's caller waits for a reply to start (``BenchCall.patience_s``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,12 +108,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="word-by-word interims instead of revising ones with real ASR revision structure",
     )
+    parser.add_argument(
+        "--patience-s",
+        type=float,
+        default=None,
+        help="how long the caller waits for a reply to start (default: 15 s; on the engine, "
+        "sized to its measured prefill rate so the cold first turn is not talked over)",
+    )
+    parser.add_argument(
+        "--engine-log",
+        type=Path,
+        default=None,
+        help="llama-cpp: keep the engine's verbose log here (default: a temporary file)",
+    )
     parser.add_argument("--out", type=Path, default=Path("reports/bench.json"))
     parser.add_argument("--verbose", action="store_true", help="show Pipecat's debug log")
 
 
+def check_engine_installed() -> None:
+    """Refuse ``--engine llama-cpp`` at once, in one line, when its extras are missing.
+
+    Raises:
+        ValueError: Naming what is missing and the pipecat-fast extra that installs it.
+    """
+    import importlib.util
+
+    from pipecat_fast.testing.llama_server import llama_cpp_available
+
+    if not llama_cpp_available():
+        raise ValueError(
+            "--engine llama-cpp needs llama-cpp-python[server]: pip install 'pipecat-fast[llama]'"
+        )
+    missing = [m for m in ("gguf", "tokenizers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(
+            f"--engine llama-cpp builds its model with {' and '.join(missing)}: "
+            "pip install 'pipecat-fast[llama]'"
+        )
+
+
 async def _bench(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)
+    if args.engine == "llama-cpp":
+        check_engine_installed()
     configs = get_configs([c.strip() for c in args.configs.split(",") if c.strip()])
     calls = bench_calls(
         args.calls,
@@ -133,20 +181,47 @@ async def _bench(args: argparse.Namespace) -> int:
         emulators = await stack.enter_async_context(EmulatorProcess(profile.name, calls))
         endpoints = Endpoints(**emulators.urls)
         engine = None
+        sizing: dict = {}
         if args.engine == "llama-cpp":
-            engine = await stack.enter_async_context(_llama_engine(args.engine_model))
+            engine = await stack.enter_async_context(
+                _llama_engine(args.engine_model, args.engine_log)
+            )
             endpoints = engine_endpoints(engine, endpoints)
-            tokens = await engine_token_count(engine, calls[0].system_prompt)
-            console.print(f"engine prompt: {tokens} engine tokens ({engine.model_name})")
+            sizing = await size_to_engine(engine, calls[0].system_prompt)
+            if args.patience_s is not None:
+                sizing["caller_patience_s"] = args.patience_s
+                sizing["patience_given"] = True
+            console.print(
+                f"engine: {sizing['prompt_engine_tokens']}-token prompt ({engine.model_name}), "
+                f"prefill {sizing['prefill_tokens_per_s']:.0f} tokens/s here, cold first turn "
+                f"~{sizing['predicted_cold_ttft_s']:.1f} s: the caller waits up to "
+                f"{sizing['caller_patience_s']:.0f} s for a reply"
+            )
+        patience = sizing.get("caller_patience_s", args.patience_s or DEFAULT_PATIENCE_S)
+        for call in calls:
+            call.patience_s = patience
         await warm_up(endpoints)
         seen = 0
+        unattributed: list = []  # engine: results whose requests are not all logged yet
+
+        def attribute_engine_requests(close_with_marker: bool) -> None:
+            # Every request the engine started since the call began, completed or abandoned;
+            # with the marker request (another caller's) last, which is not the call's.
+            nonlocal seen
+            log = engine.engine_log()
+            end = len(log.requests) - (1 if close_with_marker else 0)
+            for result in unattributed:
+                result.llm_requests = [r.as_record() for r in log.requests[seen:end]]
+            unattributed.clear()
+            seen = len(log.requests)
 
         async def before_call(config, call, repeat):
-            nonlocal seen
             if args.llm_cache == "cold":
                 if engine is not None:
+                    # Queues behind whatever the last call left running, so every request of
+                    # that call is logged by the time it returns.
                     await other_caller(engine)
-                    seen = len(engine.engine_log().timings)
+                    attribute_engine_requests(close_with_marker=True)
                 else:
                     await emulators.reset_llm()
 
@@ -154,16 +229,9 @@ async def _bench(args: argparse.Namespace) -> int:
             nonlocal seen
             if engine is not None:
                 # The engine reports no usage: its own log says what it prefilled.
-                timings = engine.engine_log().timings
-                result.llm_requests = [
-                    {
-                        "prompt_tokens": t.prompt_eval_tokens,
-                        "cached_tokens": 0,
-                        "decoded_tokens": t.eval_runs,
-                    }
-                    for t in timings[seen:]
-                ]
-                seen = len(timings)
+                unattributed.append(result)
+                if args.llm_cache != "cold":
+                    attribute_engine_requests(close_with_marker=False)
                 return
             records = await emulators.llm_requests()
             if args.llm_cache == "cold":
@@ -180,6 +248,9 @@ async def _bench(args: argparse.Namespace) -> int:
             after_call=after_call,
             on_result=on_result,
         )
+        if engine is not None and unattributed:
+            await other_caller(engine)
+            attribute_engine_requests(close_with_marker=True)
     report = build_report(
         results,
         configs[0].name,
@@ -188,6 +259,7 @@ async def _bench(args: argparse.Namespace) -> int:
         llm_cache=args.llm_cache,
         ring_s=args.ring_s,
         order="interleaved call by call",
+        **({"engine_sizing": sizing, "engine_accounting": ENGINE_ACCOUNTING} if sizing else {}),
         stage_medians_ms={
             c.name: stage_medians([r for r in results if r.config == c.name]) for c in configs
         },
@@ -224,12 +296,12 @@ async def _bench(args: argparse.Namespace) -> int:
 
 
 @contextlib.asynccontextmanager
-async def _llama_engine(size: str):
+async def _llama_engine(size: str, log_path: Path | None = None):
     """The real llama.cpp engine on a generated model (see docs/engine.md)."""
     from pipecat_fast.testing.gguf_model import ensure_model
     from pipecat_fast.testing.llama_server import LlamaCppServer
 
-    async with LlamaCppServer(ensure_model(size)) as server:
+    async with LlamaCppServer(ensure_model(size), log_path=log_path) as server:
         yield server
 
 
@@ -248,16 +320,53 @@ def engine_endpoints(server, endpoints: Endpoints) -> Endpoints:
     )
 
 
-async def engine_token_count(server, text: str) -> int | None:
-    """The engine's own token count of ``text`` (llama-cpp-python's ``/extras/tokenize``)."""
-    url = server.base_url.removesuffix("/v1") + "/extras/tokenize"
-    try:
-        async with aiohttp.ClientSession() as http:
-            async with http.post(url, json={"input": text}) as response:
-                return len((await response.json())["tokens"])
-    except Exception as e:  # informational only
-        logger.warning(f"could not count engine tokens: {e}")
-        return None
+ENGINE_ACCOUNTING = (
+    "from the engine's verbose log: one record per request it started, completed or abandoned "
+    "mid-stream (an abandoned reply logs its prefill but no timing); cached_tokens are its "
+    "prefix-match reuse; a request is speculative when it completed after generating at most "
+    "one token (max_tokens=1)"
+)
+
+
+async def size_to_engine(server, system_prompt: str) -> dict:
+    """Measure the engine's prefill rate on the call's prompt and size the caller's patience.
+
+    One cold ``max_tokens=1`` request with the system prompt: the engine's log says how many
+    tokens it prefilled and how long that took. The cold first turn of a call prefills about as
+    much, so the caller waits at least twice that plus 5 s (and never less than
+    :data:`DEFAULT_PATIENCE_S`): a slower CPU gives the same turns, slower.
+
+    Returns:
+        ``prompt_engine_tokens``, ``prefill_tokens_per_s``, ``predicted_cold_ttft_s``,
+        ``caller_patience_s``.
+    """
+    await other_caller(server)  # whatever the engine holds, this prompt starts cold
+    before = len(server.engine_log().timings)
+    url = server.base_url + "/chat/completions"
+    body = {
+        "model": server.model_name,
+        "messages": [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": "Hello?"},
+        ],
+        **engine_request_body(server),
+    }
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, json=body) as response:
+            await response.read()
+    timings = server.engine_log().timings[before:]
+    if not timings or timings[-1].prompt_eval_ms <= 0:
+        raise RuntimeError("the engine logged no prefill timing for the sizing request")
+    t = timings[-1]
+    rate = t.prompt_eval_tokens / (t.prompt_eval_ms / 1000.0)
+    cold_s = t.prompt_eval_tokens / rate
+    patience = max(DEFAULT_PATIENCE_S, float(math.ceil(2 * cold_s + 5)))
+    return {
+        "prompt_engine_tokens": t.prompt_eval_tokens,
+        "prefill_tokens_per_s": round(rate, 1),
+        "predicted_cold_ttft_s": round(cold_s, 2),
+        "caller_patience_s": patience,
+    }
 
 
 async def other_caller(server) -> None:
@@ -284,8 +393,13 @@ def engine_request_body(server) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Run the pipeline bench; bad call material or arguments are a one-line error (exit 2)."""
     quiet_logs(args.verbose)
+    from pipecat_fast.testing.llama_server import LlamaServerError
+
     try:
         return asyncio.run(_bench(args))
     except (CallScriptError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        print_problem("error", e)
+        return 2
+    except LlamaServerError as e:  # the engine would not start: say why in a few lines
+        print_problem("error", f"the llama.cpp engine did not start: {e}")
         return 2

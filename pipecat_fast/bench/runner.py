@@ -435,7 +435,11 @@ def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, A
     engine's log).
 
     Returns:
-        Per configuration: ``requests``, ``speculative_requests``, ``prompt_tokens``,
+        Per configuration: ``requests``, ``speculative_requests``, ``abandoned_requests``
+        (started, never completed: the caller talked over the reply) and the prompt tokens they
+        computed (``abandoned_computed_tokens``: counting completed generations only misses
+        them), ``warm_real_requests``
+        (real requests with >= 90 % of the prompt cached), ``prompt_tokens``,
         ``cached_tokens``, ``computed_tokens`` (prompt tokens not served from the cache, i.e.
         prefill work), and ``extra_compute_pct`` relative to the baseline's computed tokens
         over the same calls; when the records say what was decoded (``decoded_tokens``: output
@@ -451,9 +455,24 @@ def prefill_compute(results: Sequence[CallResult], baseline: str) -> dict[str, A
             continue
         prompt = sum(q["prompt_tokens"] for q in records)
         cached = sum(q["cached_tokens"] for q in records)
+        real = [q for q in records if not is_speculative(q)]
         out[config] = {
             "requests": len(records),
-            "speculative_requests": sum(1 for q in records if is_speculative(q)),
+            "speculative_requests": len(records) - len(real),
+            # Started but never completed: a reply the caller talked over or hung up on.
+            "abandoned_requests": sum(1 for q in records if q.get("completed") is False),
+            "abandoned_computed_tokens": sum(
+                q["prompt_tokens"] - q["cached_tokens"]
+                for q in records
+                if q.get("completed") is False
+            ),
+            # Real requests that found at least 90 % of their prompt in the cache: what a
+            # prefill that finished in time (or the previous turn) left there.
+            "warm_real_requests": sum(
+                1
+                for q in real
+                if q["prompt_tokens"] and q["cached_tokens"] >= 0.9 * q["prompt_tokens"]
+            ),
             "prompt_tokens": prompt,
             "cached_tokens": cached,
             "computed_tokens": prompt - cached,

@@ -426,3 +426,39 @@ async def test_server_left_running_dies_with_its_owner_process():
             break
         await asyncio.sleep(0.01)
     assert not _alive(pid)
+
+
+# -- (d) the bench's accounting from the engine's log -------------------------------------------
+
+
+async def test_engine_accounting_counts_speculation_reuse_and_abandoned_replies(server, tokenize):
+    # What the bench reads after a call: a max_tokens=1 prefill, the real reply it warmed, and
+    # a reply the caller talked over (abandoned mid-stream: no timing, but its prefill ran).
+    from pipecat_fast.bench.runner import CallResult, prefill_compute
+
+    await complete(server, chat("Hi", system="Short."), max_tokens=1)  # another caller
+    before = len(server.engine_log().requests)
+    partial, final = chat("I would like to book a table"), chat("I would like to book a table.")
+    await complete(server, partial, max_tokens=1)
+    await complete(server, final, max_tokens=20)
+    async with aiohttp.ClientSession() as session:
+        talked_over = await open_stream(session, server, chat("And for dessert?"), 1000)
+        await first_content_delta(talked_over)
+        talked_over.close()
+    await complete(server, chat("Hi", system="Short."), max_tokens=1)  # closes the window
+    spec, real, abandoned, _marker = server.engine_log().requests[before:]
+    assert spec.speculative and spec.completed and spec.reused_tokens < 10
+    assert spec.computed_tokens > 400  # the whole system prompt, cold
+    assert not real.speculative and real.completed
+    assert real.reused_tokens == common_prefix(tokenize(partial), tokenize(final)) > 400
+    assert not abandoned.completed and abandoned.computed_tokens > 0
+    records = [r.as_record() for r in (spec, real, abandoned)]
+    result = CallResult(config="prefill", call="c", repeat=0, llm_requests=records)
+    stats = prefill_compute([result], "prefill")["prefill"]
+    assert stats["speculative_requests"] == 1 and stats["abandoned_requests"] == 1
+    assert stats["warm_real_requests"] == 2  # the reply and the talked-over one: prompt cached
+    assert (
+        stats["cached_tokens"] == spec.reused_tokens + real.reused_tokens + abandoned.reused_tokens
+    )
+    # Counting completed generations only (the old accounting) misses the abandoned prefill.
+    assert stats["computed_tokens"] == sum(r.computed_tokens for r in (spec, real, abandoned))
