@@ -462,3 +462,14 @@ async def test_engine_accounting_counts_speculation_reuse_and_abandoned_replies(
     )
     # Counting completed generations only (the old accounting) misses the abandoned prefill.
     assert stats["computed_tokens"] == sum(r.computed_tokens for r in (spec, real, abandoned))
+
+
+async def test_the_bench_sizes_the_callers_patience_to_the_engines_prefill_rate(server):
+    from pipecat_fast.bench.pipeline_bench import DEFAULT_PATIENCE_S, size_to_engine
+
+    sizing = await size_to_engine(server, SYSTEM)
+    assert sizing["prompt_engine_tokens"] > 400  # the whole prompt, prefilled cold
+    assert sizing["prefill_tokens_per_s"] > 0
+    expected = sizing["prompt_engine_tokens"] / sizing["prefill_tokens_per_s"]
+    assert sizing["predicted_cold_ttft_s"] == pytest.approx(expected, abs=0.01)
+    assert sizing["caller_patience_s"] >= max(DEFAULT_PATIENCE_S, 2 * expected + 5)
