@@ -374,6 +374,10 @@ def build_report(results: Sequence[CallResult], baseline: str, **meta: Any) -> d
         from pipecat_fast.bench.evals.pool import greeting_summary, pool_summary
 
         extra["greeting"] = greeting_summary(results, baseline)
+        extra["greeting_calls"] = [
+            {"config": r.config, "call": r.call, "repeat": r.repeat, "greeting_ms": r.greeting_ms}
+            for r in results
+        ]
         extra["pool"] = pool_summary(results)
     return {
         "baseline": baseline,
