@@ -60,7 +60,10 @@ def test_every_request_the_engine_started_is_one_record_completed_or_not():
         "cached_tokens": 3190,
         "speculative": False,
         "completed": True,
+        "decoded_tokens": 19,
     }
+    # An abandoned reply's decode count is unknown: no figure rather than a low one.
+    assert "decoded_tokens" not in abandoned.as_record()
     assert repeat.full_hit and repeat.computed_tokens == 0 and repeat.speculative
     # The last request is still running (or abandoned with nothing after it yet).
     assert log.open_request and not running.completed and running.computed_tokens == 900
