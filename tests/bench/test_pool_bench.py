@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from pipecat.services.sarvam.tts import SarvamTTSService
 
-from pipecat_fast.bench.configs import CONFIGS, POOL_GREETING, BenchConfig
+from pipecat_fast.bench.configs import CONFIGS, POOL_GREETING, BenchConfig, barge_in_moments
 from pipecat_fast.bench.evals.pool import greeting_summary, pool_summary
 from pipecat_fast.bench.material import bench_calls
 from pipecat_fast.bench.pipeline import Endpoints, build_spec
@@ -83,11 +83,16 @@ def test_greeting_and_pool_summaries():
 
 
 def _short(config: BenchConfig) -> BenchConfig:
-    """The configuration without its long idle gap (which would make the test ~20 s longer)."""
+    """The configuration without its long idle gap (which would make the test ~20 s longer).
+
+    The idle gap's utterance waits for the reply to end; in a two-utterance call that is the
+    second one, so the barge-in is put back: the call must redial on a talked-over reply.
+    """
 
     def customize(spec):
         config.customize(spec)
         spec.call.pause_before_s = []
+        spec.call.barge_in_after_s = barge_in_moments(len(spec.call.utterances))
 
     return BenchConfig(config.name, config.description, customize)
 
