@@ -11,9 +11,9 @@ OpenAI). Its services are Deepgram (STT), OpenAI (LLM) and Cartesia (TTS):
   Pipecat services, pointed at them), in a child process, serving the shipped call scripts.
 
 Which levers run is ``--levers`` (``all`` by default, ``stock`` for none, or a list such as
-``all,-draft_and_hold``); a single call can ask for its own (``?levers=stock`` on the Twilio
-webhook, ``request_data.levers`` in a WebRTC offer), so one server can compare both on the same
-callers.
+``all,-preemptive``), and ``--patience`` sets the end-of-turn dial; a single call can ask for
+its own (``?levers=stock`` on the Twilio webhook, ``request_data.levers`` in a WebRTC offer), so
+one server can compare both on the same callers.
 """
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--levers",
         default="all",
         help="all (default), stock, or a comma list (all,-draft_and_hold; stabilizer,prefill)",
+    )
+    parser.add_argument(
+        "--patience",
+        default="balanced",
+        help="the end-of-turn patience dial: snappy, balanced (default) or patient",
     )
     parser.add_argument(
         "--offline",
@@ -163,7 +168,7 @@ def levers_for(requested: str | None, default: Levers) -> Levers:
     if not requested:
         return default
     try:
-        return Levers.parse(requested, playout_delay_s=default.playout_delay_s)
+        return Levers.parse(requested, **default.settings())
     except ValueError as e:
         logger.warning(f"ignoring the call's levers {requested!r}: {e}")
         return default

@@ -51,7 +51,9 @@ ENDED = {"completed", "busy", "no-answer", "failed", "canceled"}
 def create_app(args: argparse.Namespace) -> FastAPI:
     """The bot server: the voice webhook, the status callback and the media stream."""
     providers = Providers.from_args(args)
-    default_levers = Levers.parse(args.levers, playout_delay_s=TELEPHONY_PLAYOUT_DELAY_S)
+    default_levers = Levers.parse(
+        args.levers, playout_delay_s=TELEPHONY_PLAYOUT_DELAY_S, patience=args.patience
+    )
     book = CallBook(max_ring_s=120.0)  # calls that rang and were not answered yet
     pool = TTSWarmPool()  # one per process: the TTS sockets dialled while phones ring
 

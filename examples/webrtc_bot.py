@@ -44,7 +44,9 @@ PAGE = Path(__file__).with_name("webrtc_client.html")
 def create_app(args: argparse.Namespace) -> FastAPI:
     """The bot server: the client page, the offer endpoint and its ICE patches."""
     providers = Providers.from_args(args)
-    default_levers = Levers.parse(args.levers, playout_delay_s=WEBRTC_PLAYOUT_DELAY_S)
+    default_levers = Levers.parse(
+        args.levers, playout_delay_s=WEBRTC_PLAYOUT_DELAY_S, patience=args.patience
+    )
     pool = TTSWarmPool()  # one per process
     handler = SmallWebRTCRequestHandler()
     sessions: set[asyncio.Task] = set()

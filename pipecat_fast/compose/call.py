@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ class FastCall:
         truncator: The ``BargeInTruncator``, or None.
         guard: The ``CacheBustGuard``, or None.
         prefill: The ``SpeculativePrefill``, or None.
+        preemptive: The ``PreemptiveTTS``, or None.
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class FastCall:
         self.truncator = None
         self.guard = None
         self.prefill = None
+        self.preemptive = None
         self.after_stt: list[FrameProcessor] = []
         self.before_llm: list[FrameProcessor] = []
         self.between_llm_tts: list[FrameProcessor] = []
@@ -123,6 +126,18 @@ class FastCall:
 
             self.warmup = SessionWarmup(llm, context, is_retry=is_retry, provider=provider)
             self.before_llm.append(self.warmup.checker())
+        if on.endofturn:
+            from pipecat_fast.endofturn import patience
+
+            patience(on.patience)  # an unknown preset fails here, with the known ones
+            if stt is not None:
+                self._fc_report_finalize_answers(stt)
+        if on.preemptive:
+            from pipecat_fast.preemptive import PreemptiveTTS
+
+            self.preemptive = PreemptiveTTS(llm, tts)
+            self.between_llm_tts.append(self.preemptive)  # right after the LLM
+            self.after_tts.append(self.preemptive.hold)  # right after the TTS
         if on.aggregator:
             from pipecat_fast.aggregator import make_text_processor
 
@@ -139,6 +154,22 @@ class FastCall:
             self.guard = CacheBustGuard(provider=provider, model=model, llm=llm)
             self.observers.append(self.guard)
 
+    def _fc_report_finalize_answers(self, stt: Any) -> None:
+        """Deepgram's empty finalize answers as frames (the confirmation's proof).
+
+        Other STT services already mark their finalized transcripts.
+        """
+        from pipecat.services.deepgram.stt import DeepgramSTTService
+
+        from pipecat_fast.endofturn import report_finalize_answers
+
+        if not isinstance(stt, DeepgramSTTService):
+            return
+        try:
+            report_finalize_answers(stt)
+        except Exception as e:  # fail open: the confirmation falls back to the stock wait
+            logger.warning(f"call {self.call_id}: finalize answers not reported: {e}")
+
     # -- the pipeline's pieces ----------------------------------------------------------------
 
     def user_params(self, *, stop_strategy: Any = None, **kwargs: Any) -> LLMUserAggregatorParams:
@@ -147,12 +178,31 @@ class FastCall:
         Args:
             stop_strategy: The end-of-turn stop strategy; None is Pipecat's default (Smart
                 Turn v3). With draft-and-hold on it is the strategy draft-and-hold wraps.
+                With ``endofturn`` on the patience dial builds it (give none).
             **kwargs: Passed on (``vad_analyzer=SileroVADAnalyzer()``, ...); with
-                draft-and-hold on, ``user_turn_strategies`` is the call's to set.
+                draft-and-hold on, ``user_turn_strategies`` is the call's to set. With
+                ``endofturn`` on, ``vad_analyzer`` is the VAD the dial's ``PauseTap`` wraps
+                (Silero by default), its stop window set by the preset.
 
         Raises:
-            ValueError: If draft-and-hold is on and ``user_turn_strategies`` is given too.
+            ValueError: If draft-and-hold is on and ``user_turn_strategies`` is given too,
+                or ``endofturn`` is on and a ``stop_strategy`` is given.
         """
+        if self.levers.endofturn:
+            if stop_strategy is not None or "user_turn_strategies" in kwargs:
+                raise ValueError(
+                    "endofturn builds the stop strategy from the patience dial (Smart Turn at "
+                    "the preset's threshold): pick the preset with Levers(patience=...), or "
+                    "turn endofturn off to pass your own"
+                )
+            from pipecat_fast.endofturn import patience_stop_strategy, patience_vad
+
+            vad = patience_vad(self.levers.patience, kwargs.pop("vad_analyzer", None))
+            kwargs["vad_analyzer"] = vad
+            kwargs["user_turn_strategies"] = UserTurnStrategies(
+                stop=[patience_stop_strategy(self.levers.patience, vad)]
+            )
+            return LLMUserAggregatorParams(**kwargs)
         if self.levers.draft_and_hold:
             if "user_turn_strategies" in kwargs:
                 raise ValueError(
@@ -244,6 +294,8 @@ class FastCall:
             report["guard_warnings"] = [w.kind for w in self.guard.warnings]
         if self.truncator is not None:
             report["truncations"] = len(self.truncator.truncations)
+        if self.preemptive is not None:
+            report["preemptive"] = dataclasses.asdict(self.preemptive.stats)
         self._fc_closed = report
         return report
 

@@ -24,6 +24,13 @@ class Levers:
         stabilizer: ``TwoUpdateStabilizer`` after the STT (words that survived two interims).
         prefill: ``SpeculativePrefill`` before the LLM (needs ``stabilizer``).
         draft_and_hold: ``DraftAndHoldUserTurnStopStrategy`` around the end-of-turn strategy.
+        endofturn: The end-of-turn levers on the patience dial (``patience_user_params``):
+            the VAD behind a ``PauseTap``, the draft started at the pause, the turn confirmed
+            on a complete transcript (needs ``draft_and_hold``: the dial's stop strategy is
+            draft-and-hold around the confirmation).
+        preemptive: ``PreemptiveTTS`` right after the LLM and its hold right after the TTS:
+            the held draft's first audio synthesized before the turn is confirmed (needs
+            ``draft_and_hold``).
         aggregator: ``make_text_processor()`` between the LLM and the TTS.
         bargein: ``BargeInTruncator`` around the output transport.
         warmup: ``SessionWarmup`` while the phone rings (and its first-turn checker).
@@ -31,6 +38,8 @@ class Levers:
         guard: ``CacheBustGuard`` (an observer) on the LLM's requests.
         playout_delay_s: Barge-in truncation's playout delay (s): ~0.15 on a phone line,
             ~0.06 on WebRTC.
+        patience: The patience dial's preset for ``endofturn`` (``"snappy"``,
+            ``"balanced"``, ``"patient"``; docs/endofturn.md).
 
     The TTFA meter is not a lever: every call has one (stock calls too), so both are measured
     alike.
@@ -39,12 +48,15 @@ class Levers:
     stabilizer: bool = True
     prefill: bool = True
     draft_and_hold: bool = True
+    endofturn: bool = True
+    preemptive: bool = True
     aggregator: bool = True
     bargein: bool = True
     warmup: bool = True
     tts_pool: bool = True
     guard: bool = True
     playout_delay_s: float = WEBRTC_PLAYOUT_DELAY_S
+    patience: str = "balanced"
 
     def __post_init__(self):
         if self.prefill and not self.stabilizer:
@@ -52,6 +64,14 @@ class Levers:
                 "prefill needs the stabiliser: SpeculativePrefill acts only on "
                 "TwoUpdateStabilizer's stable words (turn stabilizer on, or prefill off)"
             )
+        for lever in ("endofturn", "preemptive"):
+            if getattr(self, lever) and not self.draft_and_hold:
+                raise ValueError(
+                    f"{lever} needs draft-and-hold: it works on the held draft reply "
+                    f"(turn draft_and_hold on, or {lever} off)"
+                )
+        if not isinstance(self.patience, str) or not self.patience.strip():
+            raise ValueError(f"patience must be a preset name, got {self.patience!r}")
         delay = self.playout_delay_s
         if isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0:
             raise ValueError(f"playout_delay_s must be a number >= 0, got {delay!r}")
@@ -74,7 +94,9 @@ class Levers:
         return cls(**off)  # type: ignore[arg-type]
 
     @classmethod
-    def parse(cls, spec: str, *, playout_delay_s: float | None = None) -> Levers:
+    def parse(
+        cls, spec: str, *, playout_delay_s: float | None = None, patience: str | None = None
+    ) -> Levers:
         """``"all"``, ``"stock"``, a comma list of levers, or either with ``-name`` removals.
 
         ``"all,-draft_and_hold"`` is every lever but draft-and-hold; ``"stabilizer,prefill"``
@@ -101,8 +123,12 @@ class Levers:
             if name not in known:
                 raise ValueError(f"unknown lever {name!r}; known: all, stock, {', '.join(known)}")
             base[name] = on
-        extra = {} if playout_delay_s is None else {"playout_delay_s": playout_delay_s}
-        return cls(**base, **extra)
+        extra: dict[str, object] = {}
+        if playout_delay_s is not None:
+            extra["playout_delay_s"] = playout_delay_s
+        if patience is not None:
+            extra["patience"] = patience
+        return cls(**base, **extra)  # type: ignore[arg-type]
 
     def on(self) -> tuple[str, ...]:
         """The names of the levers that are on."""
@@ -114,6 +140,10 @@ class Levers:
         if len(on) == len(self.names()):
             return "all"
         return ", ".join(on) or "stock"
+
+    def settings(self) -> dict[str, object]:
+        """The settings that are not switches (``playout_delay_s``, ``patience``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self.names()}
 
     def with_playout_delay(self, seconds: float) -> Levers:
         """The same levers with barge-in truncation's playout delay set."""

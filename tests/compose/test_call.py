@@ -46,14 +46,15 @@ def test_all_levers_sit_in_the_slots_their_docs_name():
     assert slot_classes(call) == {
         "after_stt": ["TwoUpdateStabilizer"],
         "before_llm": ["SpeculativePrefill", "WarmupCheck"],
-        "between_llm_tts": ["FastTextProcessor"],
-        "after_tts": [],
+        "between_llm_tts": ["PreemptiveTTS", "FastTextProcessor"],
+        "after_tts": ["HeldAudioGate"],
         "before_output": ["_BeforeOutput"],
         "after_output": ["_AfterOutput"],
     }
     assert [type(o).__name__ for o in call.observers] == ["TTFAObserver", "CacheBustGuard"]
     assert call.truncator is not None and call.truncator.playout_delay_s == 0.15
     assert call.prefill is not None and call.warmup is not None and call.guard is not None
+    assert call.after_tts == [call.preemptive.hold]
     assert "DraftAndHoldUserTurnStopStrategy" in lever_classes(call)
 
 
@@ -61,26 +62,49 @@ def test_stock_adds_nothing_but_the_meter():
     call = FastCall("CA1", **services(), levers=Levers.stock())
     assert all(slot == [] for slot in call.slots().values())
     assert [type(o).__name__ for o in call.observers] == ["TTFAObserver"]
-    assert call.warmup is call.prefill is call.truncator is call.guard is None
+    assert call.warmup is call.prefill is call.truncator is call.guard is call.preemptive is None
     assert call.user_params().user_turn_strategies is None  # Pipecat's own defaults
 
 
 def test_draft_and_hold_wraps_the_stop_strategy_it_is_given():
     stop = SpeechTimeoutUserTurnStopStrategy()
-    params = FastCall("CA1", **services()).user_params(stop_strategy=stop)
+    call = FastCall("CA1", **services(), levers=Levers.all(endofturn=False))
+    params = call.user_params(stop_strategy=stop)
     (strategy,) = params.user_turn_strategies.stop
     assert type(strategy).__name__ == "DraftAndHoldUserTurnStopStrategy"
     assert strategy.inner is stop
 
 
 def test_draft_and_hold_refuses_turn_strategies_it_would_overwrite():
+    call = FastCall("CA1", **services(), levers=Levers.all(endofturn=False))
     with pytest.raises(ValueError, match="stop_strategy="):
-        FastCall("CA1", **services()).user_params(user_turn_strategies=object())
+        call.user_params(user_turn_strategies=object())
+
+
+def test_endofturn_builds_the_patience_dials_vad_and_stop_strategy():
+    call = FastCall("CA1", **services(), levers=Levers.all(patience="patient"))
+    params = call.user_params()
+    assert type(params.vad_analyzer).__name__ == "PauseTap"
+    assert params.vad_analyzer.params.stop_secs == 0.4  # the patient preset's stop window
+    (strategy,) = params.user_turn_strategies.stop
+    assert type(strategy).__name__ == "DraftAndHoldUserTurnStopStrategy"
+    assert type(strategy.inner).__name__ == "CompleteTranscriptUserTurnStopStrategy"
+
+
+def test_endofturn_refuses_a_stop_strategy_it_would_replace():
+    with pytest.raises(ValueError, match="patience dial"):
+        FastCall("CA1", **services()).user_params(stop_strategy=SpeechTimeoutUserTurnStopStrategy())
+
+
+def test_an_unknown_patience_preset_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="snappy"):
+        FastCall("CA1", **services(), levers=Levers.all(patience="hasty"))
 
 
 def test_without_draft_and_hold_the_stop_strategy_is_used_as_given():
     stop = SpeechTimeoutUserTurnStopStrategy()
-    call = FastCall("CA1", **services(), levers=Levers.all(draft_and_hold=False))
+    off = {"draft_and_hold": False, "endofturn": False, "preemptive": False}
+    call = FastCall("CA1", **services(), levers=Levers.all(**off))
     assert call.user_params(stop_strategy=stop).user_turn_strategies.stop == [stop]
 
 

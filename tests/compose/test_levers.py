@@ -19,9 +19,10 @@ def test_names_are_the_switches_in_the_order_frames_meet_them():
 
 
 def test_parse_all_with_a_removal_and_dashes_for_underscores():
-    levers = Levers.parse("all,-draft-and-hold")
-    assert not levers.draft_and_hold
-    assert set(levers.on()) == set(Levers.names()) - {"draft_and_hold"}
+    levers = Levers.parse("all,-preemptive,-end-of-turn".replace("end-of-turn", "endofturn"))
+    assert not levers.preemptive and not levers.endofturn
+    assert set(levers.on()) == set(Levers.names()) - {"preemptive", "endofturn"}
+    assert not Levers.parse("all,-draft-and-hold,-endofturn,-preemptive").draft_and_hold
 
 
 def test_parse_a_list_turns_on_only_what_it_names():
@@ -41,6 +42,21 @@ def test_prefill_without_the_stabiliser_is_refused_with_the_reason():
         Levers.parse("prefill")
     with pytest.raises(ValueError, match="prefill needs the stabiliser"):
         Levers.all(stabilizer=False)
+
+
+def test_endofturn_and_preemptive_need_draft_and_hold():
+    for lever in ("endofturn", "preemptive"):
+        with pytest.raises(ValueError, match=f"{lever} needs draft-and-hold"):
+            Levers.parse(f"stabilizer,{lever}")
+    assert Levers.parse("all,-draft_and_hold,-endofturn,-preemptive").on()
+
+
+def test_patience_is_a_setting_carried_by_parse_not_a_switch():
+    levers = Levers.parse("all", patience="snappy")
+    assert levers.patience == "snappy" and "patience" not in Levers.names()
+    assert levers.settings() == {"playout_delay_s": WEBRTC_PLAYOUT_DELAY_S, "patience": "snappy"}
+    with pytest.raises(ValueError, match="patience"):
+        Levers(patience="")
 
 
 def test_playout_delay_is_checked_and_carried_by_parse():
