@@ -10,8 +10,9 @@ configuration here, so the bench can run any of them side by side with ``stock``
     register(BenchConfig("warmup", "one line for the report", _warmup), in_all=True)
 
 ``all`` is the best composition of levers, the one ``make demo`` shows against stock: every
-configuration registered with ``in_all=True``, applied in registration order (today ``aggregator``
-and ``draft``, which includes ``prefill``). Join it only with a lever that composes with
+configuration registered with ``in_all=True``, applied in registration order (today ``warmup``,
+``aggregator``, ``draft`` (which includes ``prefill``), ``truncation``, ``tts-pool`` and
+``guard``). Join it only with a lever that composes with
 the others and makes TTFA no worse; a lever that conflicts with a member (both replace the user
 turn strategies, say) must compose with it explicitly instead.
 """
@@ -156,7 +157,8 @@ register(
         "warmup",
         "session warmup during a 6 s ring-back (2 streamed 8-token requests, prewarm policy)",
         _warmup,
-    )
+    ),
+    in_all=True,
 )
 register(
     BenchConfig(
@@ -357,9 +359,14 @@ def _pool_calls(spec: PipelineSpec) -> None:
 
 def _pool(spec: PipelineSpec) -> None:
     """The same calls with the TTS warm-pool: dialled while the phone rings, a spare."""
+    _pool_calls(spec)
+    _pool_lever(spec)
+
+
+def _pool_lever(spec: PipelineSpec) -> None:
+    """The TTS warm-pool on the call's own TTS: dialled while the phone rings, a spare."""
     from pipecat_fast.ttspool import TTSWarmPool
 
-    _pool_calls(spec)
     pool = TTSWarmPool()
     leases = []
 
@@ -391,6 +398,44 @@ register(
         "for every barge-in",
         _pool,
     )
+)
+
+
+# The levers that do not change TTFA on the stock calls, or not by themselves, in `all` too, so
+# `all` is every lever at once (the example bots' composition, docs/examples.md): barge-in
+# truncation (stock callers wait for each reply: it has nothing to cut, and costs what it costs),
+# the TTS warm-pool on the call's own TTS, and the cache-bust guard.
+def _truncation(spec: PipelineSpec) -> None:
+    from pipecat_fast.bargein import BargeInTruncator
+
+    spec.barge_in = BargeInTruncator()
+
+
+def _guard(spec: PipelineSpec) -> None:
+    from pipecat_fast.lint import CacheBustGuard
+
+    spec.observers.append(CacheBustGuard(llm=spec.llm))
+
+
+register(
+    BenchConfig(
+        "truncation",
+        "barge-in truncation on the stock callers (who wait for each reply: nothing to cut)",
+        _truncation,
+    ),
+    in_all=True,
+)
+register(
+    BenchConfig(
+        "tts-pool",
+        "TTS warm-pool on the stock calls' own TTS: the socket dialled during a 2 s ring-back",
+        _pool_lever,
+    ),
+    in_all=True,
+)
+register(
+    BenchConfig("guard", "cache-bust guard on the LLM's requests (an observer)", _guard),
+    in_all=True,
 )
 
 

@@ -40,9 +40,20 @@ def test_the_default_prefill_is_not_a_sweep_variant():
 def test_all_is_every_lever_that_composes():
     spec = spec_for("all")
     names = [type(p).__name__ for p in spec.after_stt + spec.before_llm + spec.between_llm_tts]
-    assert names == ["TwoUpdateStabilizer", "SpeculativePrefill", "FastTextProcessor"]
+    assert names == [
+        "TwoUpdateStabilizer",
+        "WarmupCheck",
+        "SpeculativePrefill",
+        "FastTextProcessor",
+    ]
     stop = spec.user_params.user_turn_strategies.stop
     assert [type(s).__name__ for s in stop] == ["DraftAndHoldUserTurnStopStrategy"]
+    # The levers around the call and the output: warmup and TTS dial while the phone rings,
+    # barge-in truncation, the cache-bust guard; no configuration's callers are changed.
+    assert type(spec.barge_in).__name__ == "BargeInTruncator"
+    assert [type(o).__name__ for o in spec.observers] == ["CacheBustGuard"]
+    assert len(spec.ringing) == 2 and spec.ring_s == 6.0 and len(spec.on_hangup) == 2
+    assert spec.call.barge_in_after_s == []  # the stock callers: nobody talks over a reply
 
 
 def test_a_lever_registered_into_all_later_is_applied_by_all(monkeypatch):
