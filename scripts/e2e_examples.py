@@ -3,8 +3,9 @@
 Starts ``examples/twilio_bot.py`` or ``examples/webrtc_bot.py`` with ``--offline`` (Pipecat's
 real services against pipecat-fast's loopback emulators, in their own process) and calls it
 from another process over loopback: Twilio's Media Streams protocol
-(:mod:`pipecat_fast.testing.twilio_caller`), or an aiortc WebRTC peer
-(:mod:`pipecat_fast.testing.webrtc_caller`). Every call runs once per configuration,
+(:mod:`pipecat_fast.testing.twilio_caller`), an aiortc WebRTC peer
+(:mod:`pipecat_fast.testing.webrtc_caller`) or headless Chromium with a fake microphone on the
+WebRTC example's own page (:class:`ChromiumCaller`). Every call runs once per configuration,
 interleaved call by call (stock, all, stock, all...), on one server; each call asks for its
 levers itself (``?levers=`` / ``request_data.levers``). Prints the client-side TTFA per turn
 beside the server's own meter, and the p50/p95 ratio of ``all`` to ``stock`` over the turns
@@ -12,6 +13,7 @@ both answered.
 
     flock /tmp/pf-bench.lock python scripts/e2e_examples.py twilio --calls 3 --ring-s 2
     flock /tmp/pf-bench.lock python scripts/e2e_examples.py webrtc --calls 3
+    flock /tmp/pf-bench.lock python scripts/e2e_examples.py chromium --calls 3 --turns 2
 """
 
 from __future__ import annotations
@@ -100,6 +102,180 @@ class ExampleServer:
         self._log.close()
 
 
+class ChromiumCaller:
+    """Headless Chromium (Debian's ``chromium`` + ``chromium-driver``) as the WebRTC caller.
+
+    The browser opens the WebRTC example's own page (``examples/webrtc_client.html``) with a fake
+    microphone that plays a WAV of the call's utterances (a lead silence for the connection and
+    the greeting, then each utterance followed by a silence long enough for the reply), and the
+    page times its microphone track against the bot's track by their audio levels
+    (``window.pfMetrics``). A fake capture file plays on a fixed timeline, so the caller does not
+    wait for replies as the other callers do; the gaps are sized so it never talks over one.
+    Driven over the W3C WebDriver protocol with aiohttp (no Selenium needed).
+    """
+
+    LEAD_S = 8.0
+    GAP_S = 12.0
+    UTTERANCE_GAP_S = 2.0
+    """Silence between two stretches of the caller's own speech longer than this starts a new
+    utterance (espeak-ng pauses inside one are well under it)."""
+
+    FLAGS = (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        "--autoplay-policy=no-user-gesture-required",
+    )
+
+    def __init__(self, chromium: str = "chromium", driver: str = "chromedriver"):
+        import shutil
+
+        self.chromium = shutil.which(chromium)
+        self.driver = shutil.which(driver)
+        if not self.chromium or not self.driver:
+            raise RuntimeError(f"needs {chromium} and {driver} on PATH (Debian: chromium-driver)")
+        self.port = free_port()
+        self._proc: subprocess.Popen | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix="pf-chromium-"))
+        self._http: Any = None
+
+    async def __aenter__(self) -> ChromiumCaller:
+        import aiohttp
+
+        self._proc = subprocess.Popen(
+            [self.driver, f"--port={self.port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self._http = aiohttp.ClientSession()
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, aiohttp.ClientError):
+                async with self._http.get(f"{self._url}/status") as r:
+                    if (await r.json())["value"]["ready"]:
+                        return self
+            await asyncio.sleep(0.2)
+        raise RuntimeError("chromedriver did not start within 30 s")
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.close()
+        if self._proc is not None:
+            self._proc.terminate()
+            await asyncio.to_thread(self._proc.wait, 10)
+
+    @property
+    def _url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _post(self, path: str, body: dict) -> Any:
+        async with self._http.post(f"{self._url}{path}", json=body) as r:
+            value = (await r.json())["value"]
+            if r.status >= 400:
+                raise RuntimeError(f"webdriver {path}: {value}")
+            return value
+
+    def _wav(self, call) -> tuple[Path, float]:
+        import wave
+
+        rate = call.sample_rate
+        path = self._dir / f"{call.id}.wav"
+        gap = b"\x00\x00" * int(rate * self.GAP_S)
+        with wave.open(str(path), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(rate)
+            w.writeframes(b"\x00\x00" * int(rate * self.LEAD_S))
+            for pcm in call.utterances:
+                w.writeframes(pcm + gap)
+        seconds = self.LEAD_S + sum(len(u) / 2 / rate + self.GAP_S for u in call.utterances)
+        return path, seconds
+
+    async def call(self, server_url: str, call, config: str, call_id: str) -> dict[str, Any]:
+        """One session; the client-side result in the shape the other callers report."""
+        from pipecat_fast.ttfa.core import summarize
+
+        wav, seconds = self._wav(call)
+        profile = tempfile.mkdtemp(prefix="profile-", dir=self._dir)
+        flags = [
+            *self.FLAGS,
+            f"--user-data-dir={profile}",
+            f"--use-file-for-fake-audio-capture={wav}",
+        ]
+        options = {"args": flags, "binary": self.chromium}
+        caps = {"browserName": "chrome", "goog:chromeOptions": options}
+        session = await self._post("/session", {"capabilities": {"alwaysMatch": caps}})
+        sid = session["sessionId"]
+        error = None
+        metrics: dict[str, Any] = {}
+        try:
+            url = f"{server_url}/?auto=1&levers={config}&script={call.id}&session_id={call_id}"
+            await self._post(f"/session/{sid}/url", {"url": url})
+            deadline = time.monotonic() + seconds - 1.0  # before the fake file loops
+            read = {"script": "return JSON.stringify(window.pfMetrics)", "args": []}
+            while time.monotonic() < deadline:
+                metrics = json.loads(await self._post(f"/session/{sid}/execute/sync", read))
+                if metrics.get("error"):
+                    break
+                await asyncio.sleep(1.0)
+            error = metrics.get("error")
+        except Exception as e:  # the run's report says what failed
+            error = f"{type(e).__name__}: {e}"
+        finally:
+            with contextlib.suppress(Exception):  # hang up as the page's button does
+                hang_up = {"script": "if (pc) pc.close(); return true", "args": []}
+                await self._post(f"/session/{sid}/execute/sync", hang_up)
+                await asyncio.sleep(1.0)
+            with contextlib.suppress(Exception):
+                async with self._http.delete(f"{self._url}/session/{sid}"):
+                    pass
+        turns = page_turns(
+            metrics.get("local", []), metrics.get("remote", []), self.UTTERANCE_GAP_S
+        )
+        if error is None and len(turns) != len(call.utterances):
+            error = f"heard {len(turns)} caller utterances in the page, sent {len(call.utterances)}"
+        connected = metrics.get("connectedAt")
+        remote = metrics.get("remote", [])
+        greeting = None
+        if connected is not None and remote:
+            greeting = round(remote[0][0] - connected, 1)
+        return {
+            "turns": [{"turn": i, "ttfa_ms": t} for i, t in enumerate(turns)],
+            "summary": summarize(turns),
+            "greeting_ms": greeting,
+            "error": error,
+        }
+
+
+def page_turns(local: list, remote: list, utterance_gap_s: float) -> list[float | None]:
+    """TTFA per utterance from the page's level meters (ms, page clock).
+
+    ``local`` / ``remote``: ``[start, end]`` stretches of the microphone's and the bot's audio.
+    Stretches of the caller's closer than ``utterance_gap_s`` are one utterance; its TTFA runs
+    from its last stretch's end to the first bot stretch starting after it and before the next
+    utterance.
+    """
+    utterances: list[list[float]] = []
+    for start, end in local:
+        if utterances and start - utterances[-1][1] < utterance_gap_s * 1000.0:
+            utterances[-1][1] = end
+        else:
+            utterances.append([start, end])
+    out: list[float | None] = []
+    for i, (_, end) in enumerate(utterances):
+        following = utterances[i + 1][0] if i + 1 < len(utterances) else float("inf")
+        heard = next((s for s, _ in remote if end <= s < following), None)
+        out.append(None if heard is None else round(heard - end, 1))
+    return out
+
+
 async def server_report(report_dir: Path, call_id: str, wait_s: float = 15.0) -> dict[str, Any]:
     """The example's own report of a call (written when the call ends), or {}."""
     path = report_dir / f"{call_id}.json"
@@ -148,6 +324,9 @@ async def one_call(
             request_data={"levers": config, "script": script, "session_id": call_id},
         )
         client = (await caller.run()).to_dict()
+    elif transport == "chromium":
+        call_id = f"e2e-{os.urandom(6).hex()}"
+        client = await chrome.call(server.url, call, config, call_id)
     else:
         raise ValueError(f"unknown transport {transport!r}")
     report = await server_report(server.report_dir, call_id)
@@ -207,6 +386,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(ExampleServer(example, report_dir=report_dir))
         chrome = None
+        if args.transport == "chromium":
+            chrome = await stack.enter_async_context(ChromiumCaller())
         for repeat in range(args.repeats):
             for slot, call in enumerate(calls):
                 for config in configs:
@@ -254,7 +435,7 @@ def print_summary(report: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """CLI."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("transport", choices=("twilio", "webrtc"))
+    parser.add_argument("transport", choices=("twilio", "webrtc", "chromium"))
     parser.add_argument("--calls", type=int, default=3, help="calls per configuration")
     parser.add_argument("--turns", type=int, default=None, help="first N turns of each call")
     parser.add_argument("--repeats", type=int, default=1)

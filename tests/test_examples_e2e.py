@@ -6,6 +6,7 @@ reply; ``scripts/e2e_examples.py`` is the same run with more calls (the figures 
 docs/examples.md)."""
 
 import importlib.util
+import shutil
 from argparse import Namespace
 
 import pytest
@@ -63,3 +64,40 @@ async def test_example_answers_a_caller_stock_and_with_every_lever(
     assert results["stock"]["server"]["warmup_prompt_tokens"] is None
     ratio = report["client_ttfa"]["all"]
     assert report["client_ttfa"]["turns"] == 1 and ratio["p50"] > 0
+
+
+def test_page_turns_join_an_utterances_stretches_and_find_the_first_reply_after_it():
+    e2e = load_e2e()
+    local = [[1000, 2000], [2300, 3000], [9000, 10000]]  # utterance 0 has a 300 ms pause
+    remote = [[500, 900], [2500, 2600], [3400, 5000], [12000, 13000]]
+    # The bot audio at 2500 starts inside utterance 0 (not a reply); 3400 answers it.
+    assert e2e.page_turns(local, remote, 2.0) == [400.0, 2000.0]
+    assert e2e.page_turns(local, [], 2.0) == [None, None]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+    reason="headless Chromium needs Debian's chromium and chromium-driver packages",
+)
+async def test_webrtc_example_in_headless_chromium_stock_and_with_every_lever(tmp_path):
+    """The WebRTC example's own page in a real browser, a fake microphone playing the caller."""
+    e2e = load_e2e()
+    args = Namespace(
+        transport="chromium",
+        calls=1,
+        turns=1,
+        repeats=1,
+        configs="stock,all",
+        out=None,
+        report_dir=tmp_path,
+    )
+    report = await e2e.run(args)
+    e2e.print_summary(report)
+    results = {r["config"]: r for r in report["results"]}
+    for config, r in results.items():
+        assert r["client"]["error"] is None, (config, report["server_log_tail"])
+        (turn,) = r["client"]["turns"]
+        assert turn["ttfa_ms"] is not None and turn["ttfa_ms"] > 0
+        assert r["client"]["greeting_ms"] is not None
+        assert r["server"]["levers"] == config  # the page asked for them; the server ran them
