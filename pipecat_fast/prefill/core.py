@@ -18,6 +18,9 @@ prefill tokens that a later revision or an abandoned turn throws away.
   newly stable words;
 - after a failed prefill (error, timeout, 429), back off for ``backoff_s`` and double it on each
   further failure, up to ``max_backoff_s``; the stock path is never affected.
+- **engine busy** (last, only for a prefill that would otherwise go): the engine's load says
+  other callers' turns would pay for it (:mod:`pipecat_fast.load`); the caller passes that
+  verdict in.
 
 Then the rules that need the prompt's size (tokens, as the provider counts them):
 
@@ -39,6 +42,7 @@ Then the rules that need the prompt's size (tokens, as the provider counts them)
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from statistics import median
@@ -57,6 +61,7 @@ class Skip(StrEnum):
     BACKING_OFF = "backing_off"
     TURN_ENDED = "turn_ended"
     DISABLED = "disabled"
+    ENGINE_BUSY = "engine_busy"
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,9 @@ class TurnAccount:
         prefill_prompt_tokens: Prompt tokens sent speculatively.
         prefill_computed_tokens: Of those, tokens the provider had to prefill (not cached).
         skipped: Count of stable updates that did not start a prefill, by reason.
+        prefill_cancelled: Prefills cancelled in flight (the session ended).
+        yielded: Prefills held back because the engine was busy, by the load rule that said so
+            (``queue``, ``busy``, ``slow``, ``stale``, ``down``; :mod:`pipecat_fast.load`).
     """
 
     prefills: int = 0
@@ -143,6 +151,8 @@ class TurnAccount:
     prefill_prompt_tokens: int = 0
     prefill_computed_tokens: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    prefill_cancelled: int = 0
+    yielded: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         """JSON form, keys prefixed for the TTFA report."""
@@ -151,6 +161,8 @@ class TurnAccount:
             "prefill_failures": self.prefill_failures,
             "prefill_prompt_tokens": self.prefill_prompt_tokens,
             "prefill_computed_tokens": self.prefill_computed_tokens,
+            "prefill_yielded": sum(self.yielded.values()),
+            "prefill_cancelled": self.prefill_cancelled,
         }
 
 
@@ -259,7 +271,13 @@ class PrefillPlanner:
             return Skip.BACKING_OFF
         return None
 
-    def decide(self, stable_words: int, prompt_tokens: int | None, now: float) -> Skip | None:
+    def decide(
+        self,
+        stable_words: int,
+        prompt_tokens: int | None,
+        now: float,
+        engine_busy: Callable[[], str | None] | None = None,
+    ) -> Skip | None:
         """Whether a stable update should start a prefill.
 
         Args:
@@ -267,6 +285,9 @@ class PrefillPlanner:
             prompt_tokens: Prompt tokens of the prefill request (provider's count, estimated);
                 ``None`` when unknown (the size rules are then not applied).
             now: Current time (s, any monotonic clock).
+            engine_busy: Asked last, only when every other rule lets the prefill go: the
+                engine-load rule that holds it back (``"queue"``, ``"busy"``...), or ``None``
+                when the engine has room. Counted in the turn's ``yielded``.
 
         Returns:
             None to send now (and the planner counts it as in flight), else why not.
@@ -274,6 +295,11 @@ class PrefillPlanner:
         reason = self.blocked(stable_words, now)
         if reason is None and prompt_tokens is not None:
             reason = self._size_rule(prompt_tokens, now)
+        if reason is None and engine_busy is not None:
+            why = engine_busy()
+            if why:
+                reason = Skip.ENGINE_BUSY
+                self.turn.yielded[why] = self.turn.yielded.get(why, 0) + 1
         if reason is None:
             self._in_flight = True
             self._in_flight_account = self.turn
@@ -360,6 +386,15 @@ class PrefillPlanner:
             self._uncached_streak = 0
             self.not_caching_raised = True
 
+    def cancelled(self) -> None:
+        """The prefill in flight was cancelled (the session ended): counted, no backoff."""
+        if not self._in_flight:
+            return
+        account = self._in_flight_account or self.turn
+        self._in_flight = False
+        self._in_flight_account = None
+        account.prefill_cancelled += 1
+
     def request_dispatched(self, now: float) -> None:
         """The real request for the turn left (the user aggregator pushed its context)."""
         if self._in_flight:
@@ -367,16 +402,22 @@ class PrefillPlanner:
 
     def real_request(
         self, prompt_tokens: int, cached_tokens: int | None, ttft_s: float | None
-    ) -> None:
+    ) -> bool:
         """The provider's usage (and time to first token, if measured) of a real request.
 
         ``cached_tokens`` is ``None`` when the usage does not say: nothing is judged from it.
+
+        Returns:
+            Whether its time measures the provider alone (it did not wait for a prefill of
+            this session still running, and the usage says what was cached), so it can count
+            as a speed or queueing sample.
         """
         if cached_tokens is None:
             self._overlapped_tokens = 0
             self._known_cached = max(self._known_cached, prompt_tokens)
-            return
+            return False
         uncached = max(0, prompt_tokens - cached_tokens)
+        clean = not self._overlapped_tokens and ttft_s is not None
         if self._overlapped_tokens:
             # It left while a prefill was still running: did it read what the prefill computed?
             # (Its time then includes waiting for the prefill: not a speed sample.)
@@ -386,6 +427,7 @@ class PrefillPlanner:
             self.speed.add(uncached, ttft_s)
         self._overlapped_tokens = 0
         self._known_cached = max(self._known_cached, prompt_tokens)
+        return clean
 
     def caller_silent(self, now: float | None = None, stop_secs: float = 0.0) -> None:
         """The VAD reports the caller stopped speaking (``stop_secs`` after their last word)."""

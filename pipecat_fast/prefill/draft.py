@@ -51,6 +51,7 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
+from pipecat.processors.frame_processor import FrameProcessorSetup
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import (
     BaseUserTurnStopStrategy,
@@ -64,6 +65,7 @@ from pipecat_fast.frames import (
     StableTranscriptFrame,
     TTFAAnnotationFrame,
 )
+from pipecat_fast.load import EngineLoad, Kind, YieldConfig
 from pipecat_fast.prefill.draft_core import (
     Confirm,
     Decision,
@@ -152,6 +154,11 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
             inside the VAD's stop window.
         early_silence_s: The silence (s) that makes a pause worth a draft; ``None`` (the
             default) drafts only at the VAD's stop. Must be under the VAD's ``stop_secs``.
+        load: The engine's load (:class:`~pipecat_fast.load.EngineLoad`, e.g.
+            ``EngineLoad.shared(url)``, the same object the prefill yields to): while it says
+            a draft would queue with other callers' turns, the turn runs the normal request.
+            ``None`` (the default): drafts never yield.
+        yield_config: When drafts back off (:class:`~pipecat_fast.load.YieldConfig`).
         **kwargs: Passed to ``BaseUserTurnStopStrategy``.
 
     Attributes:
@@ -175,9 +182,15 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         use_stable_words: bool = True,
         pauses: Any = None,
         early_silence_s: float | None = None,
+        load: EngineLoad | None = None,
+        yield_config: YieldConfig | None = None,
         **kwargs: Any,
     ):
         _check_inner(inner)
+        if load is not None and not isinstance(load, EngineLoad):
+            raise TypeError(
+                f"load must be an EngineLoad (EngineLoad.shared(url)), got {type(load).__name__}"
+            )
         if match_policy is not None and not isinstance(match_policy, EagerMatchPolicy):
             raise TypeError(
                 f"match_policy must be a Pipecat EagerMatchPolicy (TranscriptMatch(), "
@@ -186,7 +199,10 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         _check_pauses(pauses, early_silence_s)
         policy = match_policy or TranscriptMatch()
         core = DraftHold(
-            match=policy.matches, max_drafts=max_drafts_per_turn, use_stable_words=use_stable_words
+            match=policy.matches,
+            max_drafts=max_drafts_per_turn,
+            use_stable_words=use_stable_words,
+            engine_busy=self._draft_busy if load is not None else None,
         )
         if inner is None:
             from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
@@ -201,6 +217,10 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         self._draft_early_s = early_silence_s
         self._draft_vad_speaking = False  # the VAD heard the caller and has not stopped
         self._draft_paused = False  # a pause inside the stop window was reported
+        self._draft_load = load
+        self._draft_yield = yield_config or YieldConfig()
+        self._draft_load_held = False
+        self._draft_handle: int | None = None
 
     @property
     def outcomes(self) -> list[str]:
@@ -211,6 +231,32 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
     def held_draft(self) -> str | None:
         """The words of the draft held now (its reply not yet released), or ``None``."""
         return self._draft_core.held
+
+    async def setup(self, setup: FrameProcessorSetup):
+        """Set up the wrapped strategy; hold the shared engine-load probe."""
+        await super().setup(setup)
+        if self._draft_load is not None and not self._draft_load_held:
+            self._draft_load_held = True
+            await self._draft_load.acquire()
+
+    async def cleanup(self):
+        """Clean up the wrapped strategy; let go of the engine-load probe."""
+        await super().cleanup()
+        self._draft_sent_done()
+        if self._draft_load is not None and self._draft_load_held:
+            self._draft_load_held = False
+            await self._draft_load.release()
+
+    def _draft_busy(self) -> str | None:
+        """The engine-load rule holding a draft back, or ``None``."""
+        assert self._draft_load is not None
+        verdict = self._draft_load.verdict(Kind.DRAFT, self._draft_yield)
+        return None if verdict.allow else str(verdict.reason)
+
+    def _draft_sent_done(self) -> None:
+        handle, self._draft_handle = self._draft_handle, None
+        if handle is not None and self._draft_load is not None:
+            self._draft_load.done(handle)
 
     async def handle_user_turn_started(self):
         """A new turn: a draft still held belongs to the last one and is withdrawn."""
@@ -294,11 +340,15 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         for decision in decisions:
             if isinstance(decision, StartDraft):
                 logger.debug(f"{self}: drafting a reply to [{decision.text}] before confirmation")
+                if self._draft_load is not None:
+                    self._draft_sent_done()
+                    self._draft_handle = self._draft_load.sent()
                 await self.trigger_user_turn_inference_triggered(
                     speculation=UserTurnSpeculation(text=decision.text)
                 )
             elif isinstance(decision, Withdraw):
                 logger.debug(f"{self}: withdrawing the draft ({decision.reason})")
+                self._draft_sent_done()
                 await self.trigger_user_turn_speculation_cancelled()
             elif isinstance(decision, PassInference):
                 speculation = decision.speculation
@@ -310,6 +360,7 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
             elif isinstance(decision, PassWithdrawal):
                 await self.trigger_user_turn_speculation_cancelled()
             elif isinstance(decision, Confirm):
+                self._draft_sent_done()  # released or not, it is no longer a bet
                 await self.trigger_user_turn_finalized(
                     enable_user_speaking_frames=decision.enable_user_speaking_frames,
                     confirms_speculation=decision.confirms_speculation,

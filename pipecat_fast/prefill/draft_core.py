@@ -27,8 +27,11 @@ The rules:
   gets the final transcript, never the drafted text.
 - **Pass on** what the wrapped strategy does that is not about our draft: its own speculation,
   its withdrawal of it, an inference when no draft is held, its confirmation.
+- **Yield** (``engine_busy``, asked only when a draft would otherwise start): while the engine's
+  load says a draft would queue with other callers' real turns, no draft starts; the turn runs
+  the normal request (:mod:`pipecat_fast.load`).
 - **Account** each confirmed turn: ``none`` (no draft), ``reused``, or ``discarded``, with the
-  drafts started and withdrawn.
+  drafts started and withdrawn, and the drafts held back for load.
 
 A confirmation on a provably complete transcript comes from the wrapped strategy
 (:class:`~pipecat_fast.endofturn.CompleteTranscriptUserTurnStopStrategy`) as any confirmation
@@ -88,6 +91,7 @@ class Settled:
     drafts: int
     drafts_discarded: int
     early_drafts: int = 0
+    drafts_yielded: int = 0
 
     def fields(self) -> dict[str, object]:
         """The TTFA report's fields for this turn."""
@@ -96,6 +100,7 @@ class Settled:
             "drafts": self.drafts,
             "drafts_discarded": self.drafts_discarded,
             "drafts_early": self.early_drafts,
+            "drafts_yielded": self.drafts_yielded,
         }
 
 
@@ -114,6 +119,7 @@ class _Turn:
     drafts: int = 0
     discarded: int = 0
     early_drafts: int = 0  # drafts started at a pause inside the VAD's stop window
+    yielded: int = 0
     silent: bool = False
     paused: bool = False  # silent at a pause the VAD has not (yet) called a stop
 
@@ -126,6 +132,9 @@ class DraftHold:
             (first); default :func:`pipecat_fast.textnorm.same_words`.
         max_drafts: Drafts one turn may start.
         use_stable_words: Draft from the stable words when no final transcript has come yet.
+        engine_busy: Asked when a draft would start: the engine-load rule that holds it back
+            (``"queue"``, ``"busy"``...), or ``None`` to let it go. ``None`` (the default):
+            drafts never yield.
 
     Attributes:
         outcomes: Per confirmed turn: ``"none"``, ``"reused"`` or ``"discarded"``.
@@ -140,12 +149,14 @@ class DraftHold:
         match: Callable[[str, str], bool] = same_words,
         max_drafts: int = 2,
         use_stable_words: bool = True,
+        engine_busy: Callable[[], str | None] | None = None,
     ):
         if not isinstance(max_drafts, int) or isinstance(max_drafts, bool) or max_drafts < 1:
             raise ValueError(f"max_drafts_per_turn must be an integer >= 1, got {max_drafts!r}")
         self._match = match
         self.max_drafts = max_drafts
         self.use_stable_words = use_stable_words
+        self._engine_busy = engine_busy
         self._turn = _Turn()
         self.outcomes: list[str] = []
 
@@ -312,6 +323,9 @@ class DraftHold:
         text = self.words_in_hand() if early else self.caller_text
         if not text:
             return []
+        if self._engine_busy is not None and self._engine_busy():
+            turn.yielded += 1
+            return []
         turn.held = text
         turn.drafts += 1
         if early:
@@ -329,4 +343,4 @@ class DraftHold:
         turn = self._turn
         outcome = "reused" if reused else ("discarded" if turn.drafts else "none")
         self.outcomes.append(outcome)
-        return Settled(outcome, turn.drafts, turn.discarded, turn.early_drafts)
+        return Settled(outcome, turn.drafts, turn.discarded, turn.early_drafts, turn.yielded)

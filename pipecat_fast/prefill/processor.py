@@ -44,6 +44,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat_fast._logging import RateLimitedLog
 from pipecat_fast._pipecat import add_inline_frame_hooks, remove_inline_frame_hooks
 from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
+from pipecat_fast.load import EngineLoad, Kind, YieldConfig
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import (
     PrefillConfig,
@@ -62,6 +63,18 @@ STABILISER_CHECK_WORDS = 3
 stabiliser upstream would have sent stable words for it."""
 
 
+def _provider_key(backend: PrefillBackend) -> tuple[Any, ...]:
+    ident = getattr(backend, "identity", None)
+    llm = getattr(backend, "llm", None)
+    model = getattr(getattr(llm, "settings", None), "model", None)
+    return (
+        getattr(backend, "provider", None),
+        getattr(ident, "base_url", None),
+        model if isinstance(model, str) else None,
+        type(backend).__name__,
+    )
+
+
 def provider_speed(backend: PrefillBackend) -> ProviderSpeed:
     """The measured speed shared by every session on the same provider, URL and model.
 
@@ -69,16 +82,16 @@ def provider_speed(backend: PrefillBackend) -> ProviderSpeed:
     process pool what they measure, so a new call's first (cold) prefill is judged with what
     earlier calls saw.
     """
-    ident = getattr(backend, "identity", None)
-    llm = getattr(backend, "llm", None)
-    model = getattr(getattr(llm, "settings", None), "model", None)
-    key = (
-        getattr(backend, "provider", None),
-        getattr(ident, "base_url", None),
-        model if isinstance(model, str) else None,
-        type(backend).__name__,
-    )
-    return _SPEEDS.setdefault(key, ProviderSpeed())
+    return _SPEEDS.setdefault(_provider_key(backend), ProviderSpeed())
+
+
+def measured_load(backend: PrefillBackend) -> EngineLoad:
+    """The probe-less :class:`~pipecat_fast.load.EngineLoad` shared per provider, URL and model.
+
+    It knows only the queueing measured on the sessions' own requests; pass
+    ``load=EngineLoad.shared(engine_url)`` to read the engine's own load endpoint as well.
+    """
+    return EngineLoad.shared(None, key=_provider_key(backend))
 
 
 class SpeculativePrefill(FrameProcessor):
@@ -98,6 +111,13 @@ class SpeculativePrefill(FrameProcessor):
         timeout_s: Give up on a prefill after this long (s); counts as a failure.
         speed: The provider's measured speed; by default shared by every session on the same
             provider, base URL and model in this process.
+        load: The engine's load as this process sees it (:class:`~pipecat_fast.load.EngineLoad`,
+            one per engine: ``EngineLoad.shared(url)`` polls the engine's ``/metrics`` or
+            ``/slots``); by default the queueing measured on the sessions' own requests,
+            shared per provider, base URL and model.
+        yield_config: When prefills back off under load
+            (:class:`~pipecat_fast.load.YieldConfig`; ``YieldConfig(enabled=False)`` never
+            yields).
         **kwargs: Passed to ``FrameProcessor``.
 
     Attributes:
@@ -119,9 +139,21 @@ class SpeculativePrefill(FrameProcessor):
         provider: str | None = None,
         timeout_s: float = 10.0,
         speed: ProviderSpeed | None = None,
+        load: EngineLoad | None = None,
+        yield_config: YieldConfig | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        if load is not None and not isinstance(load, EngineLoad):
+            raise TypeError(
+                f"SpeculativePrefill(load=...) takes an EngineLoad (EngineLoad.shared(url)), "
+                f"got {type(load).__name__}"
+            )
+        if yield_config is not None and not isinstance(yield_config, YieldConfig):
+            raise TypeError(
+                f"SpeculativePrefill(yield_config=...) takes a YieldConfig, "
+                f"got {type(yield_config).__name__}"
+            )
         if not isinstance(context, LLMContext):
             raise TypeError(
                 f"SpeculativePrefill(context=...) must be the LLMContext the user aggregator "
@@ -160,6 +192,9 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_ttfb: float | None = None
         self._prefill_hooked = False
         self._prefill_startup_task: asyncio.Task | None = None
+        self._prefill_load = load if load is not None else measured_load(backend)
+        self._prefill_yield = yield_config or YieldConfig()
+        self._prefill_load_held = False
         self.turns: list[TurnAccount] = []
         self._prefill_explain_provider()
         if llm is not None:
@@ -173,6 +208,11 @@ class SpeculativePrefill(FrameProcessor):
     def in_flight(self) -> bool:
         """Whether a prefill request is outstanding."""
         return self._prefill_task is not None
+
+    @property
+    def load(self) -> EngineLoad:
+        """The engine load this prefill yields to."""
+        return self._prefill_load
 
     @property
     def config(self) -> PrefillConfig:
@@ -198,6 +238,9 @@ class SpeculativePrefill(FrameProcessor):
         planner = self._prefill_planner
         now = time.monotonic()
         if isinstance(frame, StartFrame):
+            if not self._prefill_load_held:
+                self._prefill_load_held = True
+                await self._prefill_load.acquire()
             self._prefill_startup_task = self.create_task(self._check_startup(), "prefill-check")
         elif isinstance(frame, StableTranscriptFrame):
             self._prefill_saw_stable = True
@@ -238,6 +281,9 @@ class SpeculativePrefill(FrameProcessor):
         if self._prefill_user_turn_ended:  # the call ended on a turn a held draft answered
             self._prefill_user_turn_ended = False
             self._check_stabiliser(self._prefill_context)
+        if self._prefill_load_held:
+            self._prefill_load_held = False
+            await self._prefill_load.release()
         self._prefill_log.flush()
 
     # -- warnings (each at most once per session) ----------------------------------------
@@ -331,7 +377,7 @@ class SpeculativePrefill(FrameProcessor):
                 f"could not size the prefill ({type(e).__name__}: {e})", key="size-failed"
             )
             return
-        reason = planner.decide(frame.word_count, tokens, now)
+        reason = planner.decide(frame.word_count, tokens, now, engine_busy=self._engine_busy)
         if planner.not_caching_raised:
             planner.not_caching_raised = False
             self._explain_skip(Skip.NOT_CACHING, tokens)
@@ -342,6 +388,11 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_task = self.create_task(
             self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
         )
+
+    def _engine_busy(self) -> str | None:
+        """The engine-load rule holding a prefill back, or ``None`` (asked last)."""
+        verdict = self._prefill_load.verdict(Kind.PREFILL, self._prefill_yield)
+        return None if verdict.allow else str(verdict.reason)
 
     async def _estimate_tokens(self, user_text: str) -> int:
         """Prompt size of a prefill: the context's part is rendered once per context state."""
@@ -355,12 +406,17 @@ class SpeculativePrefill(FrameProcessor):
 
     async def _run_prefill(self, text: str, account: TurnAccount) -> None:
         planner = self._prefill_planner
+        load = self._prefill_load
+        handle = load.sent()
+        sent_at = time.monotonic()
         try:
             result = await asyncio.wait_for(
                 self._prefill_backend.prefill(self._prefill_context, text), self._prefill_timeout_s
             )
         except asyncio.CancelledError:
-            planner.finished(False, time.monotonic())
+            planner.cancelled()  # the session ended with it in flight: counted, no backoff
+            load.done(handle)
+            self._prefill_task = None
             raise
         except Exception as e:  # fail open: the stock request is unaffected
             planner.finished(False, time.monotonic())
@@ -369,8 +425,12 @@ class SpeculativePrefill(FrameProcessor):
                 key="prefill-failed",
             )
         else:
-            planner.finished(True, time.monotonic(), result.prompt_tokens, result.cached_tokens)
+            now = time.monotonic()
+            planner.finished(True, now, result.prompt_tokens, result.cached_tokens)
+            computed = max(0, result.prompt_tokens - result.cached_tokens)
+            load.measured(computed, now - sent_at)
         finally:
+            load.done(handle)
             self._prefill_task = None
         if planner.turn_over or account is not planner.turn:
             # The turn was already confirmed: bring its accounting up to date.
@@ -390,7 +450,10 @@ class SpeculativePrefill(FrameProcessor):
                 provider = getattr(self._prefill_backend, "provider", None)
                 if provider and cache_facts(provider).net_of_cache:
                     prompt += (read or 0) + (usage.cache_creation_input_tokens or 0)
-                self._prefill_planner.real_request(prompt, read, self._prefill_ttfb)
+                ttfb = self._prefill_ttfb
+                clean = self._prefill_planner.real_request(prompt, read, ttfb)
+                if clean and ttfb is not None and read is not None:
+                    self._prefill_load.measured(max(0, prompt - read), ttfb)
                 self._prefill_ttfb = None
 
     async def _annotate(self, account: TurnAccount) -> None:

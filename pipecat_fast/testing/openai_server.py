@@ -10,6 +10,11 @@ and LRU) over the request's o200k tokens, partitioned by model and ``prompt_cach
 reports ``prompt_tokens_details.cached_tokens``. It streams scripted replies, looked up by the
 last user message, at the profile's decode rate.
 
+With ``capacity=EngineCapacity(...)`` (:mod:`.capacity`) it is one shared self-hosted engine
+instead: ``slots`` requests at once, the rest queued, prefill compute shared by the requests
+prefilling together; ``queue`` then is the wait for a slot, and ``GET /metrics`` reports the
+load with vLLM's gauge names (``vllm:num_requests_running``, ``vllm:num_requests_waiting``).
+
 Besides the OpenAI routes it serves ``GET /_emulator/stats`` (every request's accounting),
 ``POST /_emulator/reset`` (clear the cache and the records) and ``POST /_emulator/faults``
 (make the next requests fail with a given HTTP status), for benches and tests.
@@ -38,6 +43,7 @@ from pipecat_fast.testing._loopback import (
     parse_json,
     sleep_ms,
 )
+from pipecat_fast.testing.capacity import EngineCapacity, SharedPrefill, Slots
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
@@ -72,6 +78,8 @@ class RequestRecord:
     status: int = 200
     cancelled: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    queue_ms: float = 0.0
+    """Time waiting for a slot (with a capacity model; else the profile's fixed queue)."""
 
     @property
     def uncached_tokens(self) -> int:
@@ -272,6 +280,8 @@ class OpenAIEmulator(HttpEmulator):
             400 ``context_length_exceeded``. Default: GPT-4.1's 1,047,576 tokens. Counting
             stops once the prompt is over it, so a huge prompt is never tokenized whole.
         port: TCP port on 127.0.0.1; 0 picks a free one.
+        capacity: A shared engine's slots and prefill throughput (:mod:`.capacity`); ``None``
+            answers every request as if it were alone (the profile's fixed queue time).
     """
 
     def __init__(
@@ -282,8 +292,15 @@ class OpenAIEmulator(HttpEmulator):
         cache: PrefixCache | None = None,
         context_window: int = 1_047_576,
         port: int = 0,
+        capacity: EngineCapacity | None = None,
     ):
         super().__init__(port=port)
+        self.capacity = capacity
+        self._slots = Slots(capacity.slots) if capacity is not None else None
+        self._prefill = (
+            SharedPrefill(capacity.prefill_tokens_per_s) if capacity is not None else None
+        )
+        self._running = 0
         self.profile = profile
         self.context_window = context_window
         self.replies = ReplyBook(replies)
@@ -318,6 +335,7 @@ class OpenAIEmulator(HttpEmulator):
         """OpenAI's chat completions plus the emulator's control routes."""
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/_emulator/stats", self._stats)
+        app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/_emulator/reset", self._reset)
         app.router.add_post("/_emulator/faults", self._set_faults)
 
@@ -326,6 +344,20 @@ class OpenAIEmulator(HttpEmulator):
     async def _stats(self, request: web.Request) -> web.Response:
         records = [asdict(r) | {"uncached_tokens": r.uncached_tokens} for r in self.requests]
         return web.json_response({"requests": records, "cache": asdict(self.cache.stats)})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        """The engine's load in Prometheus text, with vLLM's gauge names."""
+        running = self._slots.running if self._slots is not None else self._running
+        waiting = self._slots.waiting if self._slots is not None else 0
+        text = (
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="emulator"}} {running}\n'
+            "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f'vllm:num_requests_waiting{{model_name="emulator"}} {waiting}\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
 
     async def _reset(self, request: web.Request) -> web.Response:
         self.reset()
@@ -388,13 +420,55 @@ class OpenAIEmulator(HttpEmulator):
         self.requests.append(record)
 
         p = self.profile
-        # Request travels up, waits in the queue, is prefilled; then the cache holds it even
-        # if the client has gone (a cancelled request still paid for its prefill).
-        await sleep_ms(
-            p.rtt_ms / 2 + p.llm_queue_ms + record.uncached_tokens * p.llm_prefill_ms_per_token
-        )
-        self.cache.insert(namespace, tokens, time.monotonic())
-        await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
+        if self._slots is not None:
+            return await self._shared_engine(request, record, body, namespace, tokens)
+        self._running += 1
+        try:
+            # Request travels up, waits in the queue, is prefilled; then the cache holds it
+            # even if the client has gone (a cancelled request still paid for its prefill).
+            await sleep_ms(
+                p.rtt_ms / 2 + p.llm_queue_ms + record.uncached_tokens * p.llm_prefill_ms_per_token
+            )
+            self.cache.insert(namespace, tokens, time.monotonic())
+            await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
+            return await self._answer(request, record, body)
+        finally:
+            self._running -= 1
+
+    async def _shared_engine(
+        self,
+        request: web.Request,
+        record: RequestRecord,
+        body: dict[str, Any],
+        namespace: str,
+        tokens: list[int],
+    ) -> web.StreamResponse:
+        """One request on the shared engine: a slot, shared prefill, then the reply."""
+        assert self._slots is not None and self._prefill is not None
+        p = self.profile
+        await sleep_ms(p.rtt_ms / 2)
+        queued = time.monotonic()
+        await self._slots.acquire()
+        try:
+            record.queue_ms = (time.monotonic() - queued) * 1000.0
+            if request.transport is None or request.transport.is_closing():
+                record.cancelled = True  # the client left while it queued: never runs
+                return web.Response(status=499)
+            # The prefix cache is read when the request starts running, not when it arrived.
+            record.cached_tokens = self.cache.lookup(namespace, tokens, time.monotonic())
+            await self._prefill.compute(record.uncached_tokens)
+            self.cache.insert(namespace, tokens, time.monotonic())
+            await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
+            return await self._answer(request, record, body)
+        finally:
+            self._slots.release()
+
+    async def _answer(
+        self, request: web.Request, record: RequestRecord, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        """Send the scripted reply (after prefill and first token)."""
+        p = self.profile
+        max_tokens = record.max_tokens
 
         reply = self.replies.reply_for(body["messages"])
         if isinstance(reply, dict):

@@ -159,6 +159,7 @@ async def test_matching_draft_is_held_until_confirmation_then_reused():
         "drafts": 1,
         "drafts_discarded": 0,
         "drafts_early": 0,
+        "drafts_yielded": 0,
     }
 
 

@@ -1,0 +1,184 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipecat_fast.load import (
+    Kind,
+    LoadReading,
+    ProbeState,
+    QueueEstimator,
+    Reason,
+    YieldConfig,
+    decide,
+)
+
+NOW = 100.0
+
+
+def state(running=None, waiting=None, capacity=None, age=0.1, **kw):
+    return ProbeState(reading=LoadReading(NOW - age, running, waiting, capacity, "llama.cpp"), **kw)
+
+
+def test_an_idle_engine_lets_both_kinds_go():
+    for kind in Kind:
+        verdict = decide(kind, state(running=0, waiting=0, capacity=4), None, NOW)
+        assert verdict.allow and verdict.reason is Reason.IDLE
+
+
+def test_requests_waiting_for_a_slot_stop_every_speculative_request():
+    for kind in ("prefill", "draft"):
+        verdict = decide(kind, state(running=4, waiting=1, capacity=4), None, NOW)
+        assert not verdict and verdict.reason is Reason.QUEUE
+        assert "1 requests waiting" in verdict.detail
+
+
+def test_prefills_stop_at_half_the_slots_and_drafts_only_when_none_is_free():
+    # 4 slots: a prefill goes while at most one runs; a draft while one is free.
+    seen = [state(running=r, waiting=0, capacity=4) for r in range(5)]
+    prefill = [decide("prefill", s, None, NOW) for s in seen]
+    draft = [decide("draft", s, None, NOW) for s in seen]
+    assert [v.allow for v in prefill] == [True, True, False, False, False]
+    assert [v.allow for v in draft] == [True, True, True, True, False]
+    assert prefill[2].reason is Reason.BUSY and "2 of 4 slots" in prefill[2].detail
+
+
+def test_a_serial_engine_takes_a_prefill_only_when_idle():
+    assert decide("prefill", state(running=0, waiting=0, capacity=1), None, NOW)
+    assert not decide("prefill", state(running=1, waiting=0, capacity=1), None, NOW)
+
+
+def test_requests_sent_since_the_reading_count_as_running():
+    # The reading says 1 of 4; this process has sent another since: 2 of 4 stops prefills.
+    seen = state(running=1, waiting=0, capacity=4, sent_since_reading=1)
+    verdict = decide("prefill", seen, None, NOW)
+    assert verdict.reason is Reason.BUSY
+
+
+def test_without_capacity_only_the_queue_rule_applies_unless_a_limit_is_given():
+    busy = state(running=50, waiting=0, capacity=None)
+    assert decide("prefill", busy, None, NOW).allow
+    limited = YieldConfig(running_limit=8)
+    assert decide("prefill", busy, None, NOW, limited).reason is Reason.BUSY
+
+
+def test_a_reading_too_old_while_the_probe_waits_is_stale_and_denies():
+    probe = state(running=0, waiting=0, capacity=4, age=1.5, waiting_since_s=NOW - 1.4)
+    verdict = decide("prefill", probe, None, NOW)
+    assert not verdict and verdict.reason is Reason.STALE
+
+
+def test_the_first_probe_still_in_flight_denies_until_the_engine_answers():
+    verdict = decide("draft", ProbeState(waiting_since_s=NOW - 0.01), None, NOW)
+    assert verdict.reason is Reason.STALE
+
+
+def test_a_failing_probe_denies():
+    verdict = decide("draft", state(running=0, waiting=0, capacity=4, failing=True), None, NOW)
+    assert not verdict and verdict.reason is Reason.DOWN
+
+
+def test_measured_queueing_decides_where_the_engine_says_nothing():
+    assert decide("prefill", None, 0.05, NOW).reason is Reason.IDLE
+    slow = decide("prefill", None, 0.4, NOW)
+    assert not slow and slow.reason is Reason.SLOW and "400 ms" in slow.detail
+    # ... and on top of an idle reading
+    idle = state(running=0, waiting=0, capacity=4)
+    assert decide("prefill", idle, 0.4, NOW).reason is Reason.SLOW
+
+
+def test_knowing_nothing_keeps_the_one_caller_behaviour():
+    verdict = decide("prefill", None, None, NOW)
+    assert verdict.allow and verdict.reason is Reason.UNKNOWN
+
+
+def test_disabled_never_yields():
+    off = YieldConfig(enabled=False)
+    jammed = state(running=4, waiting=9, capacity=4, failing=True)
+    verdict = decide("prefill", jammed, 9.0, NOW, off)
+    assert verdict.allow and verdict.reason is Reason.OFF
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"prefill_busy": 0},
+        {"draft_busy": 1.5},
+        {"max_waiting": -1},
+        {"running_limit": 2.5},
+        {"max_queue_s": -0.1},
+        {"stale_s": "1"},
+        {"prefill_busy": True},
+    ],
+)
+def test_bad_config_is_a_clear_error(kwargs):
+    with pytest.raises(ValueError, match="YieldConfig"):
+        YieldConfig(**kwargs)
+
+
+readings = st.builds(
+    ProbeState,
+    reading=st.one_of(
+        st.none(),
+        st.builds(
+            LoadReading,
+            at_s=st.floats(0, NOW),
+            running=st.one_of(st.none(), st.integers(0, 64)),
+            waiting=st.one_of(st.none(), st.integers(0, 64)),
+            capacity=st.one_of(st.none(), st.integers(1, 64)),
+        ),
+    ),
+    failing=st.booleans(),
+    waiting_since_s=st.one_of(st.none(), st.floats(0, NOW)),
+    sent_since_reading=st.integers(0, 8),
+)
+
+
+@given(probe=st.one_of(st.none(), readings), queue=st.one_of(st.none(), st.floats(0, 5)))
+def test_a_draft_is_never_held_back_where_a_prefill_would_go(probe, queue):
+    # Drafts yield later than prefills (a reused draft is the real request sent early).
+    if decide("prefill", probe, queue, NOW).allow:
+        assert decide("draft", probe, queue, NOW).allow
+
+
+@given(probe=readings, queue=st.one_of(st.none(), st.floats(0, 5)), extra=st.integers(1, 8))
+def test_more_load_never_turns_a_denial_into_an_allowance(probe, queue, extra):
+    reading = probe.reading
+    if reading is None:
+        return
+    heavier = ProbeState(
+        reading=LoadReading(
+            reading.at_s,
+            None if reading.running is None else reading.running + extra,
+            None if reading.waiting is None else reading.waiting + extra,
+            reading.capacity,
+        ),
+        failing=probe.failing,
+        waiting_since_s=probe.waiting_since_s,
+        sent_since_reading=probe.sent_since_reading,
+    )
+    for kind in Kind:
+        if not decide(kind, probe, queue, NOW).allow:
+            assert not decide(kind, heavier, queue, NOW).allow
+
+
+def test_queue_estimator_measures_excess_over_the_fastest_warm_request():
+    q = QueueEstimator(window_s=10.0)
+    assert q.queue_s(0.0) is None
+    for t, s in [(0.0, 0.10), (1.0, 0.11), (2.0, 0.10)]:
+        q.add(20, s, t)
+    assert q.queue_s(2.0) == pytest.approx(0.0, abs=0.011)
+    for t in (3.0, 4.0, 5.0, 6.0):
+        q.add(30, 0.60, t)  # the engine now queues every request ~0.5 s
+    assert q.queue_s(6.0) == pytest.approx(0.5, abs=0.01)
+    # Cold requests say nothing about queueing (their time is prefill).
+    q.add(3000, 9.0, 7.0)
+    assert q.queue_s(7.0) == pytest.approx(0.5, abs=0.01)
+    # Old samples leave the window: nothing recent, no estimate.
+    assert q.queue_s(30.0) is None
+
+
+def test_queue_estimator_keeps_bounded_memory():
+    q = QueueEstimator(history=8)
+    for i in range(1000):
+        q.add(10, 0.1, float(i))
+    assert len(q) == 8
