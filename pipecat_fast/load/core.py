@@ -12,7 +12,11 @@ process's own requests (:class:`QueueEstimator`), and back off as the load rises
   ``num_requests_waiting``, SGLang ``num_queue_reqs``): a speculative request would queue with
   other callers' real turns, or take the slot one of them is waiting for;
 - ``busy``: the engine runs at least ``prefill_busy`` (prefills) or ``draft_busy`` (drafts) of
-  its slots, counting the speculative requests this process sent since the reading;
+  its slots, counting the speculative requests this process sent since the reading; and a
+  *cold* prefill (``cold_tokens`` or more to compute) goes only while nothing else runs: the
+  engine's compute is shared by the requests it runs at once (continuous batching), so a big
+  prefill slows every other caller's turn, and one that cannot finish before its own turn ends
+  is computed again by the real request;
 - ``slow``: this process's own requests measured queueing longer than ``max_queue_s`` (the only
   signal where the engine reports nothing, e.g. a hosted API);
 - ``stale`` / ``down``: the engine has not answered the load probe for ``stale_s`` (a long batch
@@ -111,6 +115,8 @@ class YieldConfig:
             queueing than this (s), see :class:`QueueEstimator`.
         stale_s: A reading older than this, with the probe still waiting for the engine, means
             the engine is too busy to answer (or gone): speculative requests stop (s).
+        cold_tokens: A prefill with at least this many prompt tokens to compute goes only
+            while the engine runs nothing else (small increments go while it has room).
 
     Raises:
         ValueError: For a share outside (0, 1], a negative count or time.
@@ -123,13 +129,14 @@ class YieldConfig:
     running_limit: int | None = None
     max_queue_s: float = 0.25
     stale_s: float = 1.0
+    cold_tokens: int = 256
 
     def __post_init__(self):
         for name in ("prefill_busy", "draft_busy"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
                 raise ValueError(f"YieldConfig.{name} must be a share in (0, 1], got {value!r}")
-        for name in ("max_waiting", "running_limit"):
+        for name in ("max_waiting", "running_limit", "cold_tokens"):
             value = getattr(self, name)
             if value is None and name == "running_limit":
                 continue
@@ -163,6 +170,8 @@ def decide(
     queue_s: float | None,
     now: float,
     config: YieldConfig | None = None,
+    *,
+    work_tokens: int | None = None,
 ) -> Verdict:
     """Whether a speculative request of ``kind`` may go now.
 
@@ -174,6 +183,8 @@ def decide(
             too few were measured.
         now: The current time on the probe's clock (s).
         config: The thresholds; the defaults when ``None``.
+        work_tokens: Prompt tokens the request would have the engine compute (a prefill's
+            uncached tokens, estimated), when known.
 
     Returns:
         The verdict; its ``reason`` says which rule decided.
@@ -183,7 +194,7 @@ def decide(
     if not config.enabled:
         return Verdict(True, Reason.OFF)
     if probe is not None:
-        verdict = _from_probe(kind, probe, now, config)
+        verdict = _from_probe(kind, probe, now, config, work_tokens)
         if verdict is not None:
             return verdict
     if queue_s is not None and queue_s > config.max_queue_s:
@@ -198,7 +209,9 @@ def decide(
     return Verdict(True, Reason.IDLE, _describe(reading, probe))
 
 
-def _from_probe(kind: Kind, probe: ProbeState, now: float, config: YieldConfig) -> Verdict | None:
+def _from_probe(
+    kind: Kind, probe: ProbeState, now: float, config: YieldConfig, work_tokens: int | None
+) -> Verdict | None:
     if probe.failing:
         return Verdict(False, Reason.DOWN, "the engine's load probe is failing")
     reading = probe.reading
@@ -227,6 +240,14 @@ def _from_probe(kind: Kind, probe: ProbeState, now: float, config: YieldConfig) 
                 Reason.BUSY,
                 f"{projected} of {capacity} slots running ({kind.value}s stop at {share:.0%})",
             )
+    cold = kind is Kind.PREFILL and work_tokens is not None and work_tokens >= config.cold_tokens
+    if cold and projected >= 1:
+        return Verdict(
+            False,
+            Reason.BUSY,
+            f"a cold prefill of ~{work_tokens} tokens would share the engine with {projected} "
+            "running requests",
+        )
     return None
 
 

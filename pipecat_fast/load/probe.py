@@ -235,10 +235,24 @@ class EngineLoad:
             sent_since_reading=sum(1 for t in self._in_flight.values() if t > since),
         )
 
-    def verdict(self, kind: Kind | str, config: YieldConfig | None = None) -> Verdict:
-        """May a speculative request of ``kind`` go now (:func:`~pipecat_fast.load.decide`)."""
+    def verdict(
+        self,
+        kind: Kind | str,
+        config: YieldConfig | None = None,
+        *,
+        work_tokens: int | None = None,
+    ) -> Verdict:
+        """May a speculative request of ``kind`` go now (:func:`~pipecat_fast.load.decide`).
+
+        Args:
+            kind: ``"prefill"`` or ``"draft"``.
+            config: The thresholds.
+            work_tokens: Prompt tokens the request would have the engine compute, if known.
+        """
         now = self.clock()
-        verdict = decide(kind, self.state(now), self.queue.queue_s(now), now, config)
+        verdict = decide(
+            kind, self.state(now), self.queue.queue_s(now), now, config, work_tokens=work_tokens
+        )
         self.verdicts[(str(Kind(kind)), str(verdict.reason))] += 1
         if verdict.reason not in ALLOWING:
             self._log.info(
@@ -277,6 +291,7 @@ class EngineLoad:
         try:
             async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
                 capacity = self.capacity
+                failures = 0
                 while True:
                     asked = self.clock()
                     self._asked_at = asked
@@ -293,17 +308,22 @@ class EngineLoad:
                     except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as e:
                         self.probes += 1
                         self.probe_failures += 1
+                        failures += 1
+                        if not self._failing:  # one line per outage, not one per probe
+                            logger.warning(
+                                f"{self.name}: load probe failed ({type(e).__name__}: {e}); "
+                                "speculation stops until the engine answers"
+                            )
                         self._failing = True
                         self.status = "failing"
-                        self._log.warning(
-                            f"load probe failed ({type(e).__name__}: {e}); speculation stops "
-                            "until the engine answers",
-                            key="probe-failed",
-                        )
                     else:
                         self.probes += 1
                         if self._failing:
-                            logger.info(f"{self.name}: the engine answers the load probe again")
+                            logger.info(
+                                f"{self.name}: the engine answers the load probe again "
+                                f"(after {failures} failed probes)"
+                            )
+                        failures = 0
                         self._failing = False
                         self.status = "polling"
                         self.reading = reading

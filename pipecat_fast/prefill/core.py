@@ -276,7 +276,7 @@ class PrefillPlanner:
         stable_words: int,
         prompt_tokens: int | None,
         now: float,
-        engine_busy: Callable[[], str | None] | None = None,
+        engine_busy: Callable[[int], str | None] | None = None,
     ) -> Skip | None:
         """Whether a stable update should start a prefill.
 
@@ -285,9 +285,11 @@ class PrefillPlanner:
             prompt_tokens: Prompt tokens of the prefill request (provider's count, estimated);
                 ``None`` when unknown (the size rules are then not applied).
             now: Current time (s, any monotonic clock).
-            engine_busy: Asked last, only when every other rule lets the prefill go: the
-                engine-load rule that holds it back (``"queue"``, ``"busy"``...), or ``None``
-                when the engine has room. Counted in the turn's ``yielded``.
+            engine_busy: Asked last, only when every other rule lets the prefill go, with the
+                prompt tokens the prefill would have the provider compute (beyond what its
+                cache is known to hold): the engine-load rule that holds it back (``"queue"``,
+                ``"busy"``...), or ``None`` when the engine has room. Counted in the turn's
+                ``yielded``.
 
         Returns:
             None to send now (and the planner counts it as in flight), else why not.
@@ -296,7 +298,7 @@ class PrefillPlanner:
         if reason is None and prompt_tokens is not None:
             reason = self._size_rule(prompt_tokens, now)
         if reason is None and engine_busy is not None:
-            why = engine_busy()
+            why = engine_busy(max(0, (prompt_tokens or 0) - self._known_cached))
             if why:
                 reason = Skip.ENGINE_BUSY
                 self.turn.yielded[why] = self.turn.yielded.get(why, 0) + 1

@@ -389,9 +389,11 @@ class SpeculativePrefill(FrameProcessor):
             self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
         )
 
-    def _engine_busy(self) -> str | None:
+    def _engine_busy(self, work_tokens: int) -> str | None:
         """The engine-load rule holding a prefill back, or ``None`` (asked last)."""
-        verdict = self._prefill_load.verdict(Kind.PREFILL, self._prefill_yield)
+        verdict = self._prefill_load.verdict(
+            Kind.PREFILL, self._prefill_yield, work_tokens=work_tokens
+        )
         return None if verdict.allow else str(verdict.reason)
 
     async def _estimate_tokens(self, user_text: str) -> int:

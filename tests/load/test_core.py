@@ -182,3 +182,23 @@ def test_queue_estimator_keeps_bounded_memory():
     for i in range(1000):
         q.add(10, 0.1, float(i))
     assert len(q) == 8
+
+
+def test_a_cold_prefill_goes_only_while_the_engine_runs_nothing_else():
+    # 1 of 4 slots running leaves room for a small increment, not for a big cold prefill:
+    # continuous batching shares the compute, so it would slow the running caller's turn.
+    one = state(running=1, waiting=0, capacity=4)
+    assert decide("prefill", one, None, NOW, work_tokens=40).allow
+    cold = decide("prefill", one, None, NOW, work_tokens=3000)
+    assert cold.reason is Reason.BUSY and "cold prefill of ~3000 tokens" in cold.detail
+    assert decide("prefill", state(running=0, waiting=0, capacity=4), None, NOW, work_tokens=3000)
+    # Drafts are the real request sent early: the cold rule is the prefill's alone.
+    assert decide("draft", one, None, NOW, work_tokens=3000).allow
+    # The threshold is configurable.
+    lenient = YieldConfig(cold_tokens=5000)
+    assert decide("prefill", one, None, NOW, lenient, work_tokens=3000).allow
+
+
+def test_the_cold_threshold_must_be_a_count():
+    with pytest.raises(ValueError):
+        YieldConfig(cold_tokens=-1)
