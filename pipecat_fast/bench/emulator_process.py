@@ -23,13 +23,22 @@ class EmulatorProcess:
         profile: Latency profile name.
         calls: Calls whose STT scripts and replies the emulators serve.
         start_timeout_s: How long to wait for the child to report its URLs (s).
+        llm_capacity: The LLM emulator as one shared engine (``EngineCapacity``), or None.
 
     Raises:
         RuntimeError: On entry, if the child does not start (the message has its stderr).
     """
 
-    def __init__(self, profile: str, calls: list[BenchCall], *, start_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        profile: str,
+        calls: list[BenchCall],
+        *,
+        start_timeout_s: float = 30.0,
+        llm_capacity=None,
+    ):
         self.profile = profile
+        self.llm_capacity = llm_capacity
         self.calls = calls
         self.start_timeout_s = start_timeout_s
         self.urls: dict[str, str] = {}
@@ -42,6 +51,14 @@ class EmulatorProcess:
             [pair for c in self.calls for pair in c.replies],
         )
         self._script.write_text(json.dumps(material, ensure_ascii=False), "utf-8")
+        capacity = []
+        if self.llm_capacity is not None:
+            capacity = [
+                "--llm-slots",
+                str(self.llm_capacity.slots),
+                "--llm-prefill-tokens-per-s",
+                str(self.llm_capacity.prefill_tokens_per_s),
+            ]
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -50,6 +67,7 @@ class EmulatorProcess:
             self.profile,
             "--script",
             str(self._script),
+            *capacity,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -80,6 +80,8 @@ class RequestRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     queue_ms: float = 0.0
     """Time waiting for a slot (with a capacity model; else the profile's fixed queue)."""
+    prefill_ms: float = 0.0
+    """Time computing the uncached prompt (with a capacity model)."""
 
     @property
     def uncached_tokens(self) -> int:
@@ -456,7 +458,9 @@ class OpenAIEmulator(HttpEmulator):
                 return web.Response(status=499)
             # The prefix cache is read when the request starts running, not when it arrived.
             record.cached_tokens = self.cache.lookup(namespace, tokens, time.monotonic())
+            computing = time.monotonic()
             await self._prefill.compute(record.uncached_tokens)
+            record.prefill_ms = (time.monotonic() - computing) * 1000.0
             self.cache.insert(namespace, tokens, time.monotonic())
             await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)
             return await self._answer(request, record, body)
@@ -519,6 +523,19 @@ class OpenAIEmulator(HttpEmulator):
         deltas.append(({}, "tool_calls"))
         return await self._send_chunks(request, record, body, deltas)
 
+    def _timings(self, record: RequestRecord) -> dict[str, Any]:
+        """``{"timings": ...}`` in llama.cpp's shape (with the queue) for a shared engine."""
+        if self.capacity is None:
+            return {}
+        return {
+            "timings": {
+                "queue_ms": round(record.queue_ms, 3),
+                "prompt_ms": round(record.prefill_ms, 3),
+                "cache_n": record.cached_tokens,
+                "prompt_n": record.uncached_tokens,
+            }
+        }
+
     def _usage(self, record: RequestRecord) -> dict[str, Any]:
         return {
             "prompt_tokens": record.prompt_tokens,
@@ -538,6 +555,7 @@ class OpenAIEmulator(HttpEmulator):
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": self._usage(record),
+            **self._timings(record),
         }
 
     async def _stream(
@@ -596,6 +614,7 @@ class OpenAIEmulator(HttpEmulator):
                     "model": body["model"],
                     "choices": [],
                     "usage": self._usage(record),
+                    **self._timings(record),
                 }
                 await response.write(f"data: {json.dumps(usage)}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipecat_fast.testing.capacity import EngineCapacity
 from pipecat_fast.testing.deepgram_server import ScriptedUtterance, utterance_from_words
 from pipecat_fast.testing.profiles import PROFILES, get_profile
 from pipecat_fast.testing.stack import EmulatorStack
@@ -68,12 +69,19 @@ def script_from_json(data: dict[str, Any]) -> tuple[dict[str, list[ScriptedUtter
     return stt_scripts, replies
 
 
-async def serve(profile_name: str, script_path: Path | None) -> None:
+async def serve(
+    profile_name: str, script_path: Path | None, llm_capacity: EngineCapacity | None = None
+) -> None:
     """Serve until standard input closes."""
     stt_scripts, replies = {}, []
     if script_path is not None:
         stt_scripts, replies = script_from_json(json.loads(script_path.read_text("utf-8")))
-    stack = EmulatorStack(get_profile(profile_name), stt_scripts=stt_scripts, replies=replies)
+    stack = EmulatorStack(
+        get_profile(profile_name),
+        stt_scripts=stt_scripts,
+        replies=replies,
+        llm_capacity=llm_capacity,
+    )
     await stack.start()
     print(json.dumps(stack.urls()), flush=True)
     loop = asyncio.get_running_loop()
@@ -89,9 +97,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="same-region", choices=sorted(PROFILES))
     parser.add_argument("--script", type=Path, help="JSON file with stt_scripts and replies")
+    parser.add_argument(
+        "--llm-slots", type=int, default=None, help="the LLM as one shared engine with N slots"
+    )
+    parser.add_argument(
+        "--llm-prefill-tokens-per-s",
+        type=float,
+        default=2000.0,
+        help="with --llm-slots: the engine's prefill throughput, shared",
+    )
     args = parser.parse_args(argv)
+    capacity = (
+        EngineCapacity(args.llm_slots, args.llm_prefill_tokens_per_s)
+        if args.llm_slots is not None
+        else None
+    )
     try:
-        asyncio.run(serve(args.profile, args.script))
+        asyncio.run(serve(args.profile, args.script, capacity))
     except KeyboardInterrupt:
         pass
     return 0

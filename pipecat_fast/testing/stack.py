@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pipecat_fast.testing.capacity import EngineCapacity
 from pipecat_fast.testing.cartesia_server import CartesiaEmulator
 from pipecat_fast.testing.deepgram_server import DeepgramEmulator, ScriptedUtterance
 from pipecat_fast.testing.deepgram_tts_server import DeepgramTTSEmulator
@@ -24,6 +25,8 @@ class EmulatorStack:
         profile: Latency model shared by the three.
         stt_scripts: Call id (Deepgram ``tag``) to the caller's utterances.
         replies: ``(user text, reply)`` pairs the LLM streams.
+        llm_capacity: The LLM as one shared engine (slots, prefill throughput); ``None``:
+            every request answered as if alone.
 
     Attributes:
         stt: The Deepgram emulator. llm: the OpenAI one. tts: the Cartesia one.
@@ -38,10 +41,11 @@ class EmulatorStack:
         *,
         stt_scripts: Mapping[str, Sequence[ScriptedUtterance]] | None = None,
         replies: Sequence[tuple[str, str]] = (),
+        llm_capacity: EngineCapacity | None = None,
     ):
         self.profile = profile
         self.stt = DeepgramEmulator(profile, scripts=stt_scripts)
-        self.llm = OpenAIEmulator(profile, replies=replies)
+        self.llm = OpenAIEmulator(profile, replies=replies, capacity=llm_capacity)
         self.tts = CartesiaEmulator(profile)
         self.deepgram_tts = DeepgramTTSEmulator(profile)
         self.sarvam_tts = SarvamEmulator(profile, idle_close_s=SARVAM_IDLE_CLOSE_S)
