@@ -41,6 +41,10 @@ BENCH_SUITES: dict[str, tuple[str, str]] = {
         "pipecat_fast.bench.evals.bargein",
         "barge-in truncation: words committed vs heard, timestamps vs estimate vs stock",
     ),
+    "load": (
+        "pipecat_fast.bench.load",
+        "K concurrent callers on one shared engine: TTFA, queue and compute per config and K",
+    ),
 }
 
 
