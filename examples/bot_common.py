@@ -11,9 +11,9 @@ OpenAI). Its services are Deepgram (STT), OpenAI (LLM) and Cartesia (TTS):
   Pipecat services, pointed at them), in a child process, serving the shipped call scripts.
 
 Which levers run is ``--levers`` (``all`` by default, ``stock`` for none, or a list such as
-``all,-preemptive``), and ``--patience`` sets the end-of-turn dial; a single call can ask for
-its own (``?levers=stock`` on the Twilio webhook, ``request_data.levers`` in a WebRTC offer), so
-one server can compare both on the same callers.
+``all,-bargein``; ``all,endofturn,preemptive`` adds the opt-in end-of-turn levers, whose dial is
+``--patience``); a single call can ask for its own (``?levers=stock`` on the Twilio webhook,
+``request_data.levers`` in a WebRTC offer), so one server can compare both on the same callers.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ Pure: no Pipecat imports, no frames. :class:`~pipecat_fast.compose.call.FastCall
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 
 TELEPHONY_PLAYOUT_DELAY_S = 0.15
@@ -18,7 +19,12 @@ WEBRTC_PLAYOUT_DELAY_S = 0.06
 
 @dataclass(frozen=True)
 class Levers:
-    """The pipecat-fast levers of one call; every field is a lever, on (``True``) or off.
+    """The pipecat-fast levers of one call; every switch is a lever, on (``True``) or off.
+
+    The defaults (``Levers()``, ``Levers.all()``, ``"all"``) are the bench's ``all``: every lever
+    that composes with the others and makes TTFA no worse. The end-of-turn levers
+    (``endofturn``, ``preemptive``) are opt-in (``"all,endofturn,preemptive"``) until their
+    measured effect (docs/endofturn.md) shows the same.
 
     Parameters:
         stabilizer: ``TwoUpdateStabilizer`` after the STT (words that survived two interims).
@@ -48,8 +54,8 @@ class Levers:
     stabilizer: bool = True
     prefill: bool = True
     draft_and_hold: bool = True
-    endofturn: bool = True
-    preemptive: bool = True
+    endofturn: bool = False
+    preemptive: bool = False
     aggregator: bool = True
     bargein: bool = True
     warmup: bool = True
@@ -83,7 +89,7 @@ class Levers:
 
     @classmethod
     def all(cls, **overrides: object) -> Levers:
-        """Every lever on (``overrides`` switch single ones, e.g. ``draft_and_hold=False``)."""
+        """The ``all`` composition (``overrides`` switch single ones, e.g. ``bargein=False``)."""
         return cls(**overrides)  # type: ignore[arg-type]
 
     @classmethod
@@ -97,22 +103,24 @@ class Levers:
     def parse(
         cls, spec: str, *, playout_delay_s: float | None = None, patience: str | None = None
     ) -> Levers:
-        """``"all"``, ``"stock"``, a comma list of levers, or either with ``-name`` removals.
+        """``"all"``, ``"stock"``, a list of levers, or either with ``name`` / ``-name`` edits.
 
-        ``"all,-draft_and_hold"`` is every lever but draft-and-hold; ``"stabilizer,prefill"``
-        only those two. Dashes and underscores are alike (``draft-and-hold``).
+        ``"all,-bargein"`` is the ``all`` composition without barge-in truncation,
+        ``"all,endofturn,preemptive"`` with the end-of-turn levers, ``"stabilizer,prefill"``
+        only those two. Items are separated by commas, ``+`` or spaces (a ``+`` in a URL's
+        query arrives as a space); dashes and underscores are alike (``draft-and-hold``).
 
         Raises:
             ValueError: Naming an unknown lever, or a combination that cannot work.
         """
         known = cls.names()
-        items = [s.strip().lower().replace("-", "_") for s in str(spec).split(",")]
+        items = [s.lower().replace("-", "_") for s in re.split(r"[,+\s]+", str(spec))]
         items = [s for s in items if s]
         if not items:
             raise ValueError("empty lever list: give 'all', 'stock' or lever names")
         base: dict[str, bool]
         if items[0] == "all":
-            base, items = dict.fromkeys(known, True), items[1:]
+            base, items = {n: getattr(cls(), n) for n in known}, items[1:]
         elif items[0] in ("stock", "none"):
             base, items = dict.fromkeys(known, False), items[1:]
         else:
@@ -137,7 +145,7 @@ class Levers:
     def describe(self) -> str:
         """``"all"``, ``"stock"`` or the levers that are on, for a log line."""
         on = self.on()
-        if len(on) == len(self.names()):
+        if on == type(self)().on():
             return "all"
         return ", ".join(on) or "stock"
 

@@ -42,7 +42,8 @@ def slot_classes(call):
 
 
 def test_all_levers_sit_in_the_slots_their_docs_name():
-    call = FastCall("CA1", **services(), levers=Levers.all(playout_delay_s=0.15))
+    every = Levers.parse("all,endofturn,preemptive", playout_delay_s=0.15)
+    call = FastCall("CA1", **services(), levers=every)
     assert slot_classes(call) == {
         "after_stt": ["TwoUpdateStabilizer"],
         "before_llm": ["SpeculativePrefill", "WarmupCheck"],
@@ -82,7 +83,8 @@ def test_draft_and_hold_refuses_turn_strategies_it_would_overwrite():
 
 
 def test_endofturn_builds_the_patience_dials_vad_and_stop_strategy():
-    call = FastCall("CA1", **services(), levers=Levers.all(patience="patient"))
+    levers = Levers.all(endofturn=True, patience="patient")
+    call = FastCall("CA1", **services(), levers=levers)
     params = call.user_params()
     assert type(params.vad_analyzer).__name__ == "PauseTap"
     assert params.vad_analyzer.params.stop_secs == 0.4  # the patient preset's stop window
@@ -93,12 +95,14 @@ def test_endofturn_builds_the_patience_dials_vad_and_stop_strategy():
 
 def test_endofturn_refuses_a_stop_strategy_it_would_replace():
     with pytest.raises(ValueError, match="patience dial"):
-        FastCall("CA1", **services()).user_params(stop_strategy=SpeechTimeoutUserTurnStopStrategy())
+        FastCall("CA1", **services(), levers=Levers.all(endofturn=True)).user_params(
+            stop_strategy=SpeechTimeoutUserTurnStopStrategy()
+        )
 
 
 def test_an_unknown_patience_preset_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="snappy"):
-        FastCall("CA1", **services(), levers=Levers.all(patience="hasty"))
+        FastCall("CA1", **services(), levers=Levers.all(endofturn=True, patience="hasty"))
 
 
 def test_without_draft_and_hold_the_stop_strategy_is_used_as_given():

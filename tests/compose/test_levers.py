@@ -4,11 +4,20 @@ import pytest
 
 from pipecat_fast.compose import TELEPHONY_PLAYOUT_DELAY_S, WEBRTC_PLAYOUT_DELAY_S, Levers
 
+OPT_IN = {"endofturn", "preemptive"}
 
-def test_all_turns_every_lever_on_and_stock_every_lever_off():
-    assert Levers.all().on() == Levers.names()
+
+def test_all_is_every_lever_but_the_opt_in_ones_and_stock_is_none():
+    assert set(Levers.all().on()) == set(Levers.names()) - OPT_IN
+    assert Levers.parse("all") == Levers.all() == Levers()
     assert Levers.stock().on() == ()
     assert Levers.all().describe() == "all" and Levers.stock().describe() == "stock"
+
+
+def test_the_end_of_turn_levers_join_all_on_request():
+    levers = Levers.parse("all,endofturn,preemptive")
+    assert levers.on() == Levers.names()
+    assert levers.describe() == ", ".join(Levers.names())
 
 
 def test_names_are_the_switches_in_the_order_frames_meet_them():
@@ -19,10 +28,15 @@ def test_names_are_the_switches_in_the_order_frames_meet_them():
 
 
 def test_parse_all_with_a_removal_and_dashes_for_underscores():
-    levers = Levers.parse("all,-preemptive,-end-of-turn".replace("end-of-turn", "endofturn"))
-    assert not levers.preemptive and not levers.endofturn
-    assert set(levers.on()) == set(Levers.names()) - {"preemptive", "endofturn"}
-    assert not Levers.parse("all,-draft-and-hold,-endofturn,-preemptive").draft_and_hold
+    levers = Levers.parse("all,-draft-and-hold")
+    assert not levers.draft_and_hold
+    assert set(levers.on()) == set(Levers.names()) - OPT_IN - {"draft_and_hold"}
+
+
+def test_parse_takes_plus_and_spaces_as_separators_as_a_url_query_sends_them():
+    expected = Levers.parse("all,-bargein,endofturn")
+    assert Levers.parse("all+-bargein+endofturn") == expected
+    assert Levers.parse("all -bargein  endofturn") == expected
 
 
 def test_parse_a_list_turns_on_only_what_it_names():
