@@ -55,6 +55,11 @@ class FastCall:
         provider: The LLM provider's registry name when the service does not say
             (``"vllm"``, ``"llama.cpp"``); also the cache-bust guard's provider.
         model: The LLM model, for the guard's minimum-prefix rule.
+        load: The engine's load (``EngineLoad.shared(url)``: one per self-hosted engine per
+            process, every call passes the same), so the prefill and draft-and-hold yield when
+            many callers share the engine (docs/load.md); None: the prefill still backs off on
+            the queueing it measures on its own requests, drafts never yield.
+        yield_config: When they yield (``YieldConfig``; None: the defaults).
 
     Attributes:
         ttfa: The TTFA meter (every call has one, stock calls too).
@@ -80,6 +85,8 @@ class FastCall:
         audio_out_sample_rate: int | None = None,
         provider: str | None = None,
         model: str | None = None,
+        load: Any = None,
+        yield_config: Any = None,
     ):
         if not isinstance(context, LLMContext):
             raise TypeError(f"context must be the call's LLMContext, got {type(context).__name__}")
@@ -95,6 +102,9 @@ class FastCall:
         self._fc_own_pool = False
         self._fc_rang = False
         self._fc_closed: dict[str, Any] | None = None
+        self._fc_yield = {
+            k: v for k, v in (("load", load), ("yield_config", yield_config)) if v is not None
+        }
         on = self.levers
 
         self.ttfa = TTFAObserver()
@@ -119,7 +129,9 @@ class FastCall:
         if on.prefill:
             from pipecat_fast.prefill import SpeculativePrefill
 
-            self.prefill = SpeculativePrefill(llm, context=context, provider=provider)
+            self.prefill = SpeculativePrefill(
+                llm, context=context, provider=provider, **self._fc_yield
+            )
             self.before_llm.append(self.prefill)
         if on.warmup:
             from pipecat_fast.warmup import SessionWarmup
@@ -200,7 +212,7 @@ class FastCall:
             vad = patience_vad(self.levers.patience, kwargs.pop("vad_analyzer", None))
             kwargs["vad_analyzer"] = vad
             kwargs["user_turn_strategies"] = UserTurnStrategies(
-                stop=[patience_stop_strategy(self.levers.patience, vad)]
+                stop=[patience_stop_strategy(self.levers.patience, vad, **self._fc_yield)]
             )
             return LLMUserAggregatorParams(**kwargs)
         if self.levers.draft_and_hold:
@@ -212,7 +224,7 @@ class FastCall:
             from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy
 
             kwargs["user_turn_strategies"] = UserTurnStrategies(
-                stop=[DraftAndHoldUserTurnStopStrategy(stop_strategy)]
+                stop=[DraftAndHoldUserTurnStopStrategy(stop_strategy, **self._fc_yield)]
             )
         elif stop_strategy is not None:
             kwargs.setdefault("user_turn_strategies", UserTurnStrategies(stop=[stop_strategy]))

@@ -237,3 +237,14 @@ async def test_call_book_close_hangs_up_every_call_still_ringing():
 def test_call_book_needs_a_positive_ring_limit():
     with pytest.raises(ValueError, match="max_ring_s"):
         CallBook(max_ring_s=0)
+
+
+def test_the_engines_load_reaches_the_prefill_and_draft_and_hold():
+    from pipecat_fast.load import EngineLoad, YieldConfig
+
+    load = EngineLoad(None)
+    config = YieldConfig(max_queue_s=0.5)
+    call = FastCall("CA1", **services(), load=load, yield_config=config)
+    assert call.prefill.load is load and call.prefill._prefill_yield is config
+    (strategy,) = call.user_params().user_turn_strategies.stop
+    assert strategy._draft_load is load and strategy._draft_yield is config
