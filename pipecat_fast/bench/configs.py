@@ -256,6 +256,21 @@ register(
 )
 
 
+def _all_eot(spec: PipelineSpec) -> None:
+    """``all`` with ``eot`` in ``draft``'s place (both replace the user turn strategies)."""
+    for name in ALL:
+        CONFIGS["eot" if name == "draft" else name].customize(spec)
+
+
+register(
+    BenchConfig(
+        "all-eot",
+        "all with eot in draft's place (aggregator + the end-of-turn levers)",
+        _all_eot,
+    )
+)
+
+
 # Barge-in: callers who talk over the reply at scripted moments (0.8, 1.4 or 2.0 s into it,
 # turn by turn), with the truncation lever and without it (docs/bargein.md).
 def barge_in_moments(n: int) -> list[float | None]:

@@ -68,3 +68,18 @@ def test_a_lever_registered_into_all_later_is_applied_by_all(monkeypatch):
         assert configs.ALL[-1] == "x-test"
     finally:
         configs.CONFIGS.pop("x-test", None)
+
+
+def test_all_eot_is_all_with_eot_in_drafts_place():
+    spec = spec_for("all-eot")
+    names = [type(p).__name__ for p in spec.after_stt + spec.before_llm + spec.between_llm_tts]
+    assert names == [
+        "TwoUpdateStabilizer",
+        "SpeculativePrefill",
+        "PreemptiveTTS",
+        "FastTextProcessor",
+    ]
+    assert [type(p).__name__ for p in spec.after_tts] == ["HeldAudioGate"]
+    (stop,) = spec.user_params.user_turn_strategies.stop
+    assert type(stop).__name__ == "DraftAndHoldUserTurnStopStrategy"
+    assert type(spec.user_params.vad_analyzer).__name__ == "PauseTap"
