@@ -246,6 +246,7 @@ class HoldCore:
         self._contexts: set[str] = set()
         self._dead_marker: int | None = None  # a withdrawn draft whose marker came out late
         self._dead_context: str | None = None
+        self._settle_after: dict[int, tuple[int, bool]] = {}  # frame -> (marker, released)
         self.dropped_contexts: deque = deque()
 
     @property
@@ -278,8 +279,16 @@ class HoldCore:
         """A frame only for the TTS (the interruption that cancels a draft): never passed on."""
         self._swallow.add(frame_id)
 
-    def settle(self, marker_id: int, *, released: bool) -> None:
-        """The draft whose marker is ``marker_id`` was confirmed (``released``) or withdrawn."""
+    def settle(self, marker_id: int, *, released: bool, after: int | None = None) -> None:
+        """The draft whose marker is ``marker_id`` was confirmed (``released``) or withdrawn.
+
+        With ``after`` (the id of the frame that carries the verdict down, e.g. the
+        confirmation), the verdict takes effect when that frame comes out of the TTS, and that
+        frame passes first: the transport sees the confirmation before the draft's audio.
+        """
+        if after is not None:
+            self._settle_after[after] = (marker_id, released)
+            return
         if marker_id in self._pending:
             self._pending.discard(marker_id)
             self._verdicts[marker_id] = released
@@ -297,6 +306,10 @@ class HoldCore:
     ) -> list[Any]:
         """A frame coming out of the TTS (downstream). Returns what to push now, in order."""
         out = self._apply_verdict()
+        if frame_id in self._settle_after:
+            marker_id, released = self._settle_after.pop(frame_id)
+            self.settle(marker_id, released=released)
+            return [*out, item, *self._apply_verdict()]
         if frame_id in self._swallow:
             self._swallow.discard(frame_id)
             return out

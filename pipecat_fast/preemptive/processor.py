@@ -174,8 +174,8 @@ class PreemptiveTTS(FrameProcessor):
                 await self._pre_apply(core.tts_failed())
             return
         if isinstance(frame, UserStoppedSpeakingFrame):
-            await self.push_frame(frame, direction)
-            await self._pre_apply(core.confirmed())
+            # The hold releases the draft when this frame reaches it, after passing it on.
+            await self._pre_apply(core.confirmed(), confirmation=frame)
             return
         if isinstance(frame, EagerEndOfTurnCancelFrame | InterruptionFrame):
             await self.push_frame(frame, direction)
@@ -197,7 +197,15 @@ class PreemptiveTTS(FrameProcessor):
             return
         await self.push_frame(frame, direction)
 
-    async def _pre_apply(self, decisions: list[FeedDecision]) -> None:
+    async def _pre_apply(
+        self, decisions: list[FeedDecision], *, confirmation: Frame | None = None
+    ) -> None:
+        """Carry out ``decisions``.
+
+        With ``confirmation`` (the frame confirming the turn), the hold is told to release the
+        draft once that frame passes it, then the frame goes on.
+        """
+        notes: list[Frame] = []
         for d in decisions:
             if isinstance(d, Feed):
                 original = self._pre_frames.pop(d.frame_id, None)
@@ -223,9 +231,15 @@ class PreemptiveTTS(FrameProcessor):
                 )
             elif isinstance(d, Settle):
                 if self._pre_marker is not None:
-                    self.hold.core.settle(self._pre_marker, released=d.outcome == "released")
+                    released = d.outcome == "released"
+                    after = confirmation.id if released and confirmation is not None else None
+                    self.hold.core.settle(self._pre_marker, released=released, after=after)
                     self._pre_marker = None
                 add = {"preempt_chars": d.chars_fed}
                 if d.outcome == "discarded":
                     add["preempt_chars_discarded"] = d.chars_fed
-                await self.push_frame(TTFAAnnotationFrame(fields={"preempt": d.outcome}, add=add))
+                notes.append(TTFAAnnotationFrame(fields={"preempt": d.outcome}, add=add))
+        if confirmation is not None:
+            await self.push_frame(confirmation)
+        for note in notes:
+            await self.push_frame(note)

@@ -187,6 +187,37 @@ def test_nothing_of_a_draft_passes_before_confirmation_and_all_of_it_after_in_or
     assert hold.frame("more-audio", frame_id=15, context_id="c1") == ["more-audio"]
 
 
+def test_a_release_carried_by_the_confirmation_waits_for_it_and_lets_it_out_first():
+    """The TTS may push the draft's audio while the confirmation frame is still in its queue:
+    the transport must still see the confirmation before any of the draft."""
+    hold = HoldCore()
+    hold.expect(10)
+    assert hold.frame("start", frame_id=10) == []
+    assert hold.frame("audio", frame_id=11, context_id="c1") == []
+    hold.settle(10, released=True, after=50)
+    # Audio the TTS sends before the confirmation reached the hold stays held.
+    assert hold.frame("more-audio", frame_id=12, context_id="c1") == []
+    assert hold.frame("metrics", frame_id=13, system=True) == ["metrics"]
+    assert hold.holding
+    assert hold.frame("confirmed", frame_id=50, system=True) == [
+        "confirmed",
+        "start",
+        "audio",
+        "more-audio",
+    ]
+    assert not hold.holding
+    assert hold.frame("later", frame_id=14, context_id="c1") == ["later"]
+
+
+def test_a_release_carried_by_the_confirmation_before_the_marker_lets_the_draft_play():
+    hold = HoldCore()
+    hold.expect(10)
+    hold.settle(10, released=True, after=50)
+    assert hold.frame("confirmed", frame_id=50, system=True) == ["confirmed"]
+    assert hold.frame("start", frame_id=10) == ["start"]
+    assert hold.frame("audio", frame_id=11, context_id="c1") == ["audio"]
+
+
 def test_withdrawal_drops_the_draft_keeps_the_rest_and_its_late_audio_stays_out():
     hold = HoldCore()
     hold.expect(10)
@@ -252,7 +283,9 @@ def test_the_cancelling_interruption_is_swallowed():
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["frame", "marker", "expect", "release", "withdraw", "end"]),
+            st.sampled_from(
+                ["frame", "marker", "expect", "release", "release-after", "withdraw", "end"]
+            ),
             st.sampled_from([None, "c1", "c2"]),
             st.booleans(),
         ),
@@ -277,9 +310,10 @@ def test_every_frame_comes_out_at_most_once_and_only_released_drafts_play(steps)
             frame_id = next(ids)
             out += hold.frame(frame_id, frame_id=frame_id, context_id=context,
                               interruptible=interruptible)  # fmt: skip
-        elif kind in ("release", "withdraw") and expected:
+        elif kind in ("release", "release-after", "withdraw") and expected:
             marker = expected.pop(0)
-            hold.settle(marker, released=kind == "release")
+            after = -marker if kind == "release-after" else None
+            hold.settle(marker, released=kind != "withdraw", after=after)
             if kind == "withdraw":
                 withdrawn_markers.add(marker)
             out += hold.frame(-marker, frame_id=-marker, system=True)  # the verdict frame
