@@ -265,7 +265,7 @@ def _all_eot(spec: PipelineSpec) -> None:
 register(
     BenchConfig(
         "all-eot",
-        "all with eot in draft's place (aggregator + the end-of-turn levers)",
+        "all with eot in draft's place (both replace the user turn strategies)",
         _all_eot,
     )
 )

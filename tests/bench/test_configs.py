@@ -71,15 +71,18 @@ def test_a_lever_registered_into_all_later_is_applied_by_all(monkeypatch):
 
 
 def test_all_eot_is_all_with_eot_in_drafts_place():
-    spec = spec_for("all-eot")
-    names = [type(p).__name__ for p in spec.after_stt + spec.before_llm + spec.between_llm_tts]
-    assert names == [
-        "TwoUpdateStabilizer",
-        "SpeculativePrefill",
-        "PreemptiveTTS",
-        "FastTextProcessor",
+    def names(spec):
+        return [type(p).__name__ for p in spec.after_stt + spec.before_llm + spec.between_llm_tts]
+
+    every, spec = spec_for("all"), spec_for("all-eot")
+    expected = names(every)
+    expected.insert(expected.index("FastTextProcessor"), "PreemptiveTTS")  # right after the LLM
+    assert names(spec) == expected
+    assert type(spec.after_tts[0]).__name__ == "HeldAudioGate"  # right after the TTS
+    assert [type(p).__name__ for p in spec.after_tts[1:]] == [
+        type(p).__name__ for p in every.after_tts
     ]
-    assert [type(p).__name__ for p in spec.after_tts] == ["HeldAudioGate"]
     (stop,) = spec.user_params.user_turn_strategies.stop
     assert type(stop).__name__ == "DraftAndHoldUserTurnStopStrategy"
     assert type(spec.user_params.vad_analyzer).__name__ == "PauseTap"
+    assert type(every.user_params.vad_analyzer).__name__ != "PauseTap"
