@@ -61,6 +61,7 @@ class Project:
         self._by_dotted: dict[str, list[str]] = {}
         self._indexes: dict[str, ModuleIndex | None] = {}
         self._texts: dict[str, str | None] = {}
+        self._definers: dict[str, list[str]] | None = None
         for path, text in (sources or {}).items():
             self.add(path, text)
         for path, text in (texts or {}).items():
@@ -167,6 +168,7 @@ class Project:
         """Add a module; ``source`` ``None`` reads the file when it is first needed."""
         key = str(Path(path))
         self._sources[key] = source
+        self._definers = None
         parts = list(Path(key).with_suffix("").parts)
         if parts and parts[-1] in ("__init__", "index"):
             parts = parts[:-1]
@@ -211,6 +213,49 @@ class Project:
             self._indexes[str(Path(index.path))] = index
             if str(Path(index.path)) not in self._sources:
                 self.add(index.path, None)
+
+    def defining_module(self, name: str, user: ModuleIndex) -> tuple[ModuleIndex, ast.AST] | None:
+        """The one other module of the tree that defines ``name`` at its top level.
+
+        For a name a module uses but neither defines nor imports: an excerpt whose import
+        lines were cut, or a ``from x import *``. ``None`` unless exactly one module
+        defines it.
+        """
+        if self._definers is None:
+            self._definers = {}
+            for path in list(self._sources):
+                for defined in self._top_level_names(path):
+                    self._definers.setdefault(defined, []).append(path)
+        paths = [p for p in self._definers.get(name, []) if p != str(Path(user.path or ""))]
+        if len(set(paths)) != 1:
+            return None
+        index = self.index(paths[0])
+        node = top_level_value(index, name) if index is not None else None
+        return (index, node) if node is not None else None
+
+    def _top_level_names(self, path: str) -> list[str]:
+        """Names a module defines at top level, from its tree alone (no full index)."""
+        built = self._indexes.get(path)
+        tree = built.tree if built is not None else None
+        if tree is None:
+            text = self._sources.get(path)
+            try:
+                if text is None:
+                    raw = Path(path).read_bytes()[: MAX_MODULE_BYTES + 1]
+                    if len(raw) > MAX_MODULE_BYTES:
+                        return []
+                    text = raw.decode("utf-8-sig")
+                if Path(path).suffix.lower() in CODE_EXTS[2:]:
+                    from pipecat_fast.lint.js_source import js_to_python
+
+                    tree = js_to_python(text)
+                else:
+                    tree = parse(text, filename=path)
+            except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+                return []
+            except MemoryError:
+                return []
+        return [name for stmt in tree.body for name in _top_level_names(stmt)]
 
     def index_of(self, node: ast.AST) -> ModuleIndex | None:
         """The already-built index whose tree holds ``node``."""
@@ -278,6 +323,16 @@ class Project:
                 return self.resolve_import(index, target_name)
             raise LookupError(local)
         return index, node
+
+
+def _top_level_names(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        return [stmt.target.id] if isinstance(stmt.target, ast.Name) else []
+    return []
 
 
 def top_level_value(index: ModuleIndex, name: str) -> ast.AST | None:

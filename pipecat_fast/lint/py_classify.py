@@ -11,6 +11,7 @@ to the parameters), so a clock read inside a helper counts where the helper is c
 from __future__ import annotations
 
 import ast
+import builtins
 import datetime as _dt
 import uuid as _uuid
 from dataclasses import dataclass, replace
@@ -194,6 +195,9 @@ class Source:
     sample: Any = None
     root: ast.AST | None = None
     placeholder: bool = False
+    per_pass: bool = False
+    """A loop variable of a loop that sends a request on each pass: per request, however
+    often the code around the loop runs."""
 
     @property
     def key(self) -> int:
@@ -346,6 +350,90 @@ def bind_arguments(fdef: ast.AST, call: ast.Call, skip_self: bool) -> dict[int, 
     return bound
 
 
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+REQUEST_FRAMES = {
+    "LLMMessagesFrame",
+    "LLMMessagesUpdateFrame",
+    "LLMMessagesAppendFrame",
+    "LLMContextFrame",
+    "LLMRunFrame",
+}
+"""Pipecat frames that start an LLM request (``LLMMessagesFrame``: Pipecat before 1.0)."""
+REQUEST_CALLS = {"create", "acreate", "stream", "generate_content", "run_inference"}
+"""SDK calls that send a request when given ``messages=``/``contents=``/a context."""
+_REQUEST_KEYWORDS = {"messages", "contents", "context"}
+
+
+def request_loops(index: ModuleIndex) -> set[int]:
+    """``id``s of the ``for`` loops whose body sends an LLM request on each pass.
+
+    A Pipecat request frame built in the body (``LLMMessagesUpdateFrame(messages)``), or
+    an SDK call given messages (``client.chat.completions.create(messages=...)``).
+    """
+    out: set[int] = set()
+    for node in ast.walk(index.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if not (
+            name in REQUEST_FRAMES
+            or (name in REQUEST_CALLS and {k.arg for k in node.keywords} & _REQUEST_KEYWORDS)
+        ):
+            continue
+        child, cur = node, index.parent.get(node)
+        while cur is not None:
+            if isinstance(cur, (ast.For, ast.AsyncFor)) and child in cur.body:
+                out.add(id(cur))
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                break
+            child, cur = cur, index.parent.get(cur)
+    return out
+
+
+def _arithmetic_constant(node: ast.AST) -> Any:
+    """A literal, or ``timedelta(...)`` of literal arguments, as a value; else ``None``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Call) and not isinstance(node.func, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        name = getattr(node.func, "id", name)
+        if name == "timedelta":
+            try:
+                args = [_constant(a) for a in node.args]
+                kwargs = {k.arg: _constant(k.value) for k in node.keywords if k.arg}
+                return _dt.timedelta(*args, **kwargs)
+            except (ValueError, TypeError, OverflowError):
+                return None
+    return None
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
+
+
+def _bound_locally(index: ModuleIndex, node: ast.Name) -> bool:
+    """True when a comprehension, lambda or ``except ... as`` around ``node`` binds it."""
+    cur = index.parent.get(node)
+    while cur is not None:
+        if isinstance(cur, _COMPREHENSIONS):
+            for gen in cur.generators:
+                if any(isinstance(n, ast.Name) and n.id == node.id for n in ast.walk(gen.target)):
+                    return True
+        elif isinstance(cur, ast.Lambda):
+            if any(a.arg == node.id for a in ast.walk(cur.args) if isinstance(a, ast.arg)):
+                return True
+        elif isinstance(cur, ast.ExceptHandler) and cur.name == node.id:
+            return True
+        cur = index.parent.get(cur)
+    return False
+
+
 class Classifier:
     """Finds volatile sources in expressions of one module (and the modules it imports).
 
@@ -361,6 +449,8 @@ class Classifier:
         """Comprehension variables bound to one element while a ``join`` is laid out."""
         self.resolved_calls: set[int] = set()
         """Calls whose callee was followed into its definition."""
+        self.request_loops: set[int] = request_loops(index)
+        """``for`` loops of this module that send an LLM request on each pass."""
 
     def ix(self, node: ast.AST) -> ModuleIndex:
         """The index of the module ``node`` belongs to."""
@@ -435,14 +525,16 @@ class Classifier:
             right = c(node.right, depth, seen)
             op = _BINOPS.get(type(node.op))
             for clock_side, other in ((left, node.right), (right, node.left)):
-                if op and clock_side and not (left and right) and isinstance(other, ast.Constant):
+                constant = _arithmetic_constant(other)
+                if op and clock_side and not (left and right) and constant is not None:
                     if any(isinstance(x.sample, ClockValue) for x in clock_side):
-                        # `time.time() // 3600`: arithmetic with a constant keeps the shape.
+                        # `time.time() // 3600`, `today + timedelta(days=1)`: arithmetic
+                        # with a constant keeps the shape.
                         first = clock_side is left
                         fn = (
-                            (lambda v, k=other.value: op(v, k))
+                            (lambda v, k=constant: op(v, k))
                             if first
-                            else (lambda v, k=other.value: op(k, v))
+                            else (lambda v, k=constant: op(k, v))
                         )
                         return _clock(clock_side, None, fn)
             left = _plain(left)
@@ -521,6 +613,9 @@ class Classifier:
             if isinstance(v, Param):
                 bound = self.bindings.get(id(v.arg))
                 if bound is not None:
+                    # Bound to a literal (an argument, or the default of a call that
+                    # passes none): that value, not a guess from the parameter's name.
+                    literal = literal or _is_literal(bound)
                     found.extend(self.classify(bound, depth, seen))
                 else:
                     found.extend(self._by_name(v.arg.arg, v.arg))
@@ -540,14 +635,41 @@ class Classifier:
         return found if len(values) <= 1 else _plain(found)
 
     def imported_value(self, node: ast.Name) -> ast.AST | None:
-        """The value an imported name has in another module of the project, if any."""
+        """The value an imported name has in another module of the project, if any.
+
+        A name the module uses but neither defines nor imports (an excerpt whose imports
+        were cut, a ``from x import *``) is looked up in the one module of the tree that
+        defines it at top level.
+        """
         ix = self.ix(node)
-        if ix.project is None or node.id not in ix.imported:
+        if ix.project is None:
             return None
+        if node.id not in ix.imported:
+            if not self.unbound(node):
+                return None
+            found = ix.project.defining_module(node.id, ix)
+            return found[1] if found is not None else None
         try:
             return ix.project.resolve_import(ix, node.id)[1]
         except LookupError:
             return None
+
+    def unbound(self, node: ast.Name) -> bool:
+        """True for a name neither assigned, defined, imported nor built in where it is used."""
+        ix = self.ix(node)
+        return not (
+            node.id in ix.imports
+            or node.id in _BUILTIN_NAMES
+            or node.id.startswith("__")
+            or ix.resolve_name(node)
+            or ix.resolve_function(node) is not None
+            or any(node.id in names for names in ix.assigned.values())
+            or _bound_locally(ix, node)
+        )
+
+    def external(self, node: ast.Name) -> bool:
+        """True for a name whose value comes from another module (imported, or unbound)."""
+        return node.id in self.ix(node).imports or self.unbound(node)
 
     def module_attribute(self, node: ast.Attribute) -> ast.AST | None:
         """``mod.NAME`` where ``mod`` is a module of the project: the value of ``NAME``."""
@@ -568,17 +690,21 @@ class Classifier:
             return self.classify(self.names[node.id], depth, seen)
         ix = self.ix(node)
         values = ix.resolve_name(node)
-        if not values and node.id in ix.imports:
+        if not values and self.external(node):
             value = self.imported_value(node)
             if value is not None:
                 if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     return []
                 return self.classify(value, depth, seen)
+        if not values and node.id in ix.imports:
             imported = ix.imported.get(node.id)
             module = imported.module.split(".")[0] if imported else ""
             if module in _KNOWN_LIBRARIES or not module:
                 return []
             return self._by_name(node.id, node)
+        per_pass = self._loop_variable(node, values)
+        if per_pass:
+            return per_pass
         found = self._updated(node, node.id, self._values(values, node.id, node, depth, seen))
         if values and not isinstance(values[-1], Param):
             # A list grown with append/extend carries what was added to it.
@@ -593,10 +719,29 @@ class Classifier:
             ]
         return found
 
+    def _loop_variable(self, node: ast.Name, values: list) -> list[Source]:
+        """A loop variable read inside a loop that sends one request per pass."""
+        ix = self.ix(node)
+        if len(values) != 1 or isinstance(values[0], Param) or ix is not self.index:
+            return []
+        loop = ix.parent.get(values[0])
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.iter is not values[0]:
+            return []
+        if id(loop) not in self.request_loops or not self._within(ix, node, loop):
+            return []
+        if isinstance(loop.iter, (ast.List, ast.Tuple, ast.Set)) and len(loop.iter.elts) < 2:
+            return []
+        return [Source("CB103", Frequency.REQUEST, node, node.id, per_pass=True)]
+
     def _updated(self, node: ast.AST, name: str, found: list[Source]) -> list[Source]:
         """Add the state a ``+=`` in a function keeps changing (a round counter, a score)."""
         ix = self.ix(node)
-        updates = [u for u in ix.updates_of(node) if ix.function_of(u) is not None]
+        # `line += " UNAVAILABLE"` appends text: building a string, not a changing state.
+        updates = [
+            u
+            for u in ix.updates_of(node)
+            if ix.function_of(u) is not None and not _is_text(u.value)
+        ]
         if not updates or any(s.rule in ("CB101", "CB102") for s in found):
             return found
         guess = classify_name(name)
@@ -676,7 +821,7 @@ class Classifier:
                 if isinstance(func, ast.Name):
                     ix = self.ix(func)
                     found = None if ix.resolve_name(func) else ix.resolve_function(func)
-                    if found is None and func.id in ix.imports:
+                    if found is None and self.external(func):
                         found = self.imported_value(func)
                 elif isinstance(func, ast.Attribute):
                     found = self.module_attribute(func)
@@ -703,7 +848,7 @@ class Classifier:
             if ix.resolve_name(func):
                 return None, False
             fdef = ix.resolve_function(func)
-            if fdef is None and func.id in ix.imports:
+            if fdef is None and self.external(func):
                 fdef = self.imported_value(func)
             if isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return fdef, False

@@ -73,6 +73,8 @@ class ModuleIndex:
         self.path = path
         self.project = project
         """The :class:`~pipecat_fast.lint.project.Project` this module belongs to, if any."""
+        self.memo: dict = {}
+        """What the linter's passes worked out about this module once (its sinks...)."""
         self.lines = source.splitlines()
         self.parent: dict[ast.AST, ast.AST] = {}
         for node in ast.walk(tree):

@@ -316,7 +316,7 @@ class Renderer:
             if self._laid_out(inner):
                 return inner
             return self.hole(node)
-        if not values and node.id in ix.imports:
+        if not values and self.classifier.external(node):
             value = self.classifier.imported_value(node)
             if value is not None and not isinstance(
                 value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -31,8 +31,8 @@ from pipecat_fast.lint.findings import (
     shorten,
 )
 from pipecat_fast.lint.prompt import below_minimum_message, breakpoint_cost
-from pipecat_fast.lint.py_classify import Classifier, Source
-from pipecat_fast.lint.py_index import ModuleIndex, parse
+from pipecat_fast.lint.py_classify import Classifier, Source, bind_arguments
+from pipecat_fast.lint.py_index import ModuleIndex, Param, parse
 from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
 from pipecat_fast.lint.text_rules import _PLACEHOLDERS as _PLACEHOLDER_PATTERNS
 from pipecat_fast.lint.textmap import TextMap
@@ -145,6 +145,14 @@ def _names_prompt_text(name: str) -> bool:
     return bool(w) and bool(set(w) & SYSTEM_WORDS) and w[-1] not in NOT_TEXT_WORDS
 
 
+def _holds_prompt_text(node: ast.AST) -> bool:
+    """A name or attribute named like a whole prompt (``base_prompt``, ``self.instructions``)."""
+    if isinstance(node, ast.FormattedValue):
+        node = node.value
+    name = _target_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    return bool(name) and _names_prompt_text(name)
+
+
 def _builds_text(value: ast.AST, segments: list, index: ModuleIndex) -> bool:
     """True for code that builds prompt text: literal text, or a format-like call.
 
@@ -195,6 +203,12 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
             for lst in lists:
                 if isinstance(lst, (ast.List, ast.Tuple)):
                     appended.add(id(lst))
+        elif isinstance(node, ast.Dict):
+            # A Pipecat Flows node written as a dict literal (``NodeConfig`` is a TypedDict).
+            for k, v in zip(node.keys, node.values, strict=True):
+                if isinstance(k, ast.Constant) and k.value in APPENDED_MESSAGE_KEYWORDS:
+                    if isinstance(v, (ast.List, ast.Tuple)):
+                        appended.add(id(v))
     for node in ast.walk(tree):
         if isinstance(node, (ast.List, ast.Tuple)) and id(node) not in appended:
             contents = [c for e in node.elts if (c := message_content(e)) is not None]
@@ -247,6 +261,127 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
     return sinks
 
 
+MAX_HELPER_DEPTH = 3
+"""How many helpers deep a parameter is followed to the sink it is passed into."""
+
+
+def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> dict:
+    """The parameters of ``fdef`` that reach a sink in its body as they are.
+
+    ``def node(content): return {"task_messages": [{"role": "system", "content": content}]}``
+    puts ``content`` in a system message: whatever a caller passes there is prompt text.
+    A parameter handed on unchanged to another such helper counts too.
+
+    Returns:
+        ``id`` of the parameter's ``ast.arg`` -> ``(slot, label, block, per_turn)``.
+    """
+    ix = classifier.ix(fdef)
+    cache = ix.memo.setdefault("parameter_sinks", {})
+    if id(fdef) in cache:
+        return cache[id(fdef)]
+    cache[id(fdef)] = {}  # a recursive helper ends here
+    if "sinks" not in ix.memo:
+        ix.memo["sinks"] = find_sinks(ix.tree)
+
+    def param_of(node: ast.AST | None) -> ast.arg | None:
+        if isinstance(node, ast.Name) and Classifier._within(ix, node, fdef):
+            values = ix.resolve_name(node)
+            if len(values) == 1 and isinstance(values[0], Param) and values[0].function is fdef:
+                return values[0].arg
+        return None
+
+    out: dict[int, tuple] = {}
+    for sink in ix.memo["sinks"]:
+        if not Classifier._within(ix, sink.value, fdef):
+            continue
+        arg = param_of(sink.value)
+        if arg is not None:
+            out.setdefault(id(arg), (sink.slot, sink.label, sink.block, sink.per_turn))
+        elif isinstance(sink.value, (ast.List, ast.Tuple)):  # the messages of a request
+            for element in sink.value.elts:
+                arg = param_of(message_content(element))
+                if arg is None:
+                    continue
+                role = _role(element)
+                slot = "system" if role == "system" else "message"
+                out.setdefault(id(arg), (slot, f"a {role} message", False, False))
+    if depth < MAX_HELPER_DEPTH:
+        for node in ast.walk(fdef):
+            if not isinstance(node, ast.Call):
+                continue
+            callee, is_method = classifier._callee(node)
+            if callee is None or callee is fdef:
+                continue
+            inner = _parameter_sinks(callee, classifier, depth + 1)
+            if not inner:
+                continue
+            for pid, value in bind_arguments(callee, node, is_method).items():
+                arg = param_of(value) if pid in inner else None
+                if arg is not None:
+                    out.setdefault(id(arg), inner[pid])
+    cache[id(fdef)] = out
+    return out
+
+
+def _role(message: ast.AST) -> str:
+    if isinstance(message, ast.Dict):
+        for k, v in zip(message.keys, message.values, strict=True):
+            if isinstance(k, ast.Constant) and k.value == "role" and isinstance(v, ast.Constant):
+                return str(v.value)
+    if isinstance(message, ast.Call):
+        m = MESSAGE_CLASSES.search(_call_name(message) or "")
+        if m:
+            return "system" if m.group(1) == "System" else m.group(1).lower()
+    return "user"
+
+
+def _is_text_expr(node: ast.AST, index: ModuleIndex) -> bool:
+    """Text built by this expression: a literal, an f-string, ``+``, ``.format()``..."""
+    if isinstance(node, ast.Name):
+        values = index.resolve_name(node)
+        node = values[0] if len(values) == 1 and not isinstance(values[0], Param) else node
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return isinstance(node, (ast.JoinedStr, ast.BinOp)) or (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in BUILD_METHODS
+    )
+
+
+def argument_sinks(tree: ast.Module, classifier: Classifier, found: list[Sink]) -> list[Sink]:
+    """Arguments passed to a helper that puts them in a prompt (see ``_parameter_sinks``).
+
+    The helper may live in another module of the linted tree; the text is graded here,
+    where it is built.
+    """
+    seen = {id(s.value) for s in found}
+    out: list[Sink] = []
+    index = classifier.index
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not (node.args or node.keywords):
+            continue
+        values = list(node.args) + [k.value for k in node.keywords]
+        if not any(_is_text_expr(v, index) for v in values):
+            continue  # only text built here can be prompt text passed on
+        fdef, is_method = classifier._callee(node)
+        if fdef is None:
+            continue
+        specs = _parameter_sinks(fdef, classifier)
+        if not specs:
+            continue
+        given = {id(a) for a in node.args} | {id(k.value) for k in node.keywords}
+        for pid, value in bind_arguments(fdef, node, is_method).items():
+            spec = specs.get(pid)
+            if spec is None or id(value) not in given or id(value) in seen:
+                continue
+            seen.add(id(value))
+            slot, label, block, per_turn = spec
+            name = getattr(fdef, "name", "helper")
+            out.append(Sink(value, slot, f"{label} built by `{name}()`", None, block, per_turn))
+    return out
+
+
 @dataclass(frozen=True)
 class Place:
     """Where a hole sits in a rendered prompt, in tokens, with what is unknown around it.
@@ -264,6 +399,7 @@ class Place:
     total: int
     unknown_before: tuple[str, ...] = ()
     unknown_after: tuple[str, ...] = ()
+    prompt_before: bool = False
 
     @property
     def exact(self) -> bool:
@@ -281,6 +417,10 @@ class Place:
             return Position.EARLY
         if not self.unknown_after and b_lo > self.after:
             return Position.LATE if self.after < LATE_TAIL_TOKENS else Position.MIDDLE
+        if self.prompt_before and not self.unknown_after and self.after < LATE_TAIL_TOKENS:
+            # `f"{base_prompt}{runtime_context}"`: a short tail appended to a whole prompt
+            # passed in (a name that says it is prompt text), whatever its size.
+            return Position.LATE
         return None
 
     def describe(self) -> str:
@@ -313,6 +453,8 @@ def _message(
 ) -> str:
     kind = _KIND.get(src.rule, "value")
     kind = f"named like {kind}" if src.guessed else kind
+    if src.per_pass:
+        kind = "a loop variable, and the loop sends a request on each pass"
     head = f"`{src.what}` ({kind}, changes {freq.label}{_cost(freq)})"
     if sink.slot == "message" and (sink.per_turn or place is None):
         return (
@@ -376,6 +518,73 @@ def _tool_swaps(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
                 col=col,
                 estimated=True,
                 evidence=shorten(ast.unparse(at), 60),
+            )
+        )
+    return out
+
+
+CONTEXT_INSERTERS = {
+    "Mem0MemoryService": ("position", 1),
+}
+"""Pipecat services that insert retrieved text into the context at a fixed index on every
+user turn: service -> (its ``InputParams`` field for the index, the default).
+
+``Mem0MemoryService`` (Pipecat 1.14, ``pipecat/services/mem0/memory.py``: ``position:
+int = Field(default=1)``; ``_enhance_context_with_memories`` runs per user query and does
+``messages.insert(position, memory_message)``)."""
+
+
+EARLY_INSERT_INDEX = 2
+"""An insert at this message index or before it precedes the whole conversation."""
+
+
+def _context_inserts(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
+    """CB104 for a service that inserts per-turn retrieved text early in the context.
+
+    Each turn adds a new message at a fixed index: every message after it (the whole
+    conversation once it is longer than the index) changes from there on every request.
+    """
+    out: list[Finding] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _call_name(node) not in CONTEXT_INSERTERS:
+            continue
+        field, default = CONTEXT_INSERTERS[_call_name(node)]
+        position: object = default
+        for kw in node.keywords:
+            if kw.arg == "params" and isinstance(kw.value, ast.Call):
+                for inner in kw.value.keywords:
+                    if inner.arg == field:
+                        value = inner.value
+                        position = value.value if isinstance(value, ast.Constant) else None
+        if not isinstance(position, int):
+            continue  # an index the code computes: not judged
+        line, col = index.line_col(node)
+        name = _call_name(node)
+        # Right after the system prompt (and a first message) the whole conversation
+        # follows; further in, it bites once the conversation is longer than the index.
+        pos = Position.EARLY if position <= EARLY_INSERT_INDEX else Position.MIDDLE
+        out.append(
+            Finding(
+                rule="CB104",
+                severity=grade(Frequency.REQUEST, pos),
+                message=(
+                    f"`{name}` inserts the memories it retrieves for each user turn as a new "
+                    f"message at index {position} of the context ({field}={position}): "
+                    "everything after that index, the conversation so far, differs from "
+                    "the previous request from there on, so only the first "
+                    f"{position} message(s) are ever served from cache."
+                ),
+                line=line,
+                col=col,
+                frequency=Frequency.REQUEST,
+                position=pos,
+                estimated=True,
+                evidence=f"{name}({field}={position})",
+                fix=(
+                    "Insert the memories after the conversation (a `position` past the end "
+                    "of any context, so the newest turn's memory goes last) or in the latest "
+                    "user message; keep the system prompt and history as an unchanged prefix."
+                ),
             )
         )
     return out
@@ -528,7 +737,9 @@ def _lint_tree(
     if breakpoints:
         mode = "breakpoints"
     run = _ModuleLint(index, encoding, mode)
-    for sink in find_sinks(tree):
+    sinks = index.memo["sinks"] = find_sinks(tree)
+    sinks = sinks + argument_sinks(tree, run.classifier, sinks)
+    for sink in sinks:
         run.lint_sink(sink)
     return run.findings(minimum)
 
@@ -581,6 +792,9 @@ class _ModuleLint:
                 total=total,
                 unknown_before=tuple(h.label for h, _s, _e in holes[:i] if h.sample is None),
                 unknown_after=tuple(h.label for h, _s, _e in holes[i + 1 :] if h.sample is None),
+                prompt_before=any(
+                    h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[:i]
+                ),
             )
             if self.lint_hole(sink, hole, start, place) and first_volatile is None:
                 first_volatile = (place.before, place.unknown_before)
@@ -600,12 +814,26 @@ class _ModuleLint:
             if sink.slot == "tools" and src.rule not in TOOL_RULES:
                 continue
             freq = src.granularity
-            if not src.placeholder:
-                freq = min(freq, self.classifier.ix(src.origin).eval_frequency(src.origin))
+            at_import = False
+            if not src.placeholder and not src.per_pass:
+                runs = self.classifier.ix(src.origin).eval_frequency(src.origin)
+                at_import = runs is Frequency.PROCESS and src.rule == "CB101"
+                if at_import:
+                    # A clock read at import is fixed per process, but processes start per
+                    # call (LiveKit runs each job in its own process) or per deploy: each
+                    # one started on a later day renders another date. Changes at most
+                    # as often as its granularity, at least once a day.
+                    runs = Frequency.DAY
+                freq = min(freq, runs)
             pos, shown = _position(sink, src, place)
             severity = grade(freq, pos)
             volatile = volatile or severity >= Severity.WARNING
             message = _message(src, freq, pos, sink, {"hole": hole.label}, shown)
+            if at_import:
+                message += (
+                    " It is computed at import time: every process started on a later day "
+                    "renders another value (and one that runs for days keeps a stale date)."
+                )
             origin_line = getattr(src.origin, "lineno", line)
             if index.owns(src.origin) and origin_line != line:
                 message += f" (value computed at line {origin_line})"
@@ -659,6 +887,7 @@ class _ModuleLint:
                 )
             )
         found.extend(_tool_swaps(index.tree, index))
+        found.extend(_context_inserts(index.tree, index))
         found.extend(_below_minimum(minimum, self.static_prefixes, found, index))
         found.sort(key=lambda f: (f.line, f.col, -f.severity))
         return found

@@ -105,6 +105,42 @@ def _blank(lines: list[str], first: int, last: int) -> None:
 
 
 def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
+    """The parseable part of ``source`` (see :func:`_recover`).
+
+    An excerpt may also start inside a triple-quoted string (the tail of a docstring): its
+    first triple quote then closes a string rather than opening one. Both readings are
+    tried and the one that keeps more lines wins.
+    """
+    plain = _recover(source)
+    m = re.search(r"\"\"\"|\'\'\'", source)
+    if m is None:
+        return plain
+    head = source[: m.end()]
+    if "\n" not in head.strip("\n"):
+        return plain  # the quote opens on the first line: a string starts there
+    blanked_head = re.sub(r"[^\n]", " ", head)
+    tail = _recover(blanked_head + source[m.end() :])
+    if tail is None:
+        return plain
+    written = {i for i, line in enumerate(head.splitlines(), start=1) if line.strip()}
+    dropped = written | tail[4]
+    if plain is not None and _lost(plain[0], plain[4]) <= _lost(tail[0], dropped):
+        return plain
+    return (*tail[:4], dropped)
+
+
+def _lost(tree: ast.Module, blanked: set[int]) -> int:
+    """Lines a reading does not read as code: blanked, or inside a multi-line string."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            end = getattr(node, "end_lineno", None) or node.lineno
+            if end > node.lineno:
+                inside.update(range(node.lineno, end + 1))
+    return len(blanked) + len(inside)
+
+
+def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
     """The parseable part of ``source``.
 
     Returns:
@@ -138,6 +174,11 @@ def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 m = re.search(r"on line (\d+)", msg)
                 header = int(m.group(1)) - 1 if m else bad - 1
                 cut = (header, header + 1)  # a block header whose body was cut off
+            elif "unterminated triple" in msg and (closed := _close_at_end(lines)) is not None:
+                # An excerpt cut inside a triple-quoted string: what it holds up to the cut
+                # is the start of the prompt, so close the string (and its brackets) there.
+                lines = closed
+                continue
             elif (
                 "never closed" in msg
                 or "unterminated triple" in msg
@@ -160,6 +201,35 @@ def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 return None
         except (ValueError, RecursionError, MemoryError):
             return None
+    return None
+
+
+def _close_at_end(lines: list[str]) -> list[str] | None:
+    """``lines`` with the triple-quoted string left open at the end closed, brackets too.
+
+    ``None`` when that does not make the text parse.
+    """
+    import io
+    import tokenize
+
+    text = "".join(lines)
+    for quote in ('"""', "'''"):
+        candidate = text + ("" if text.endswith("\n") else "\n") + quote
+        closers: list[str] = []
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(candidate).readline):
+                if tok.type == tokenize.OP and tok.string in "([{":
+                    closers.append({"(": ")", "[": "]", "{": "}"}[tok.string])
+                elif tok.type == tokenize.OP and tok.string in ")]}" and closers:
+                    closers.pop()
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            pass
+        candidate += "".join(reversed(closers)) + "\n"
+        try:
+            parse(candidate)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        return candidate.splitlines(keepends=True)
     return None
 
 

@@ -96,8 +96,13 @@ _RECORD_WORDS = {
     "orders",
     "balance",
 }
-_RECORD_ALONE = {"profile", "crm", "memories", "preferences", "userdata", "user_profile"}
-"""Per-caller records looked up at call start (a CRM row, a user profile, stored memories)."""
+_RECORD_ALONE = {"profile", "crm", "memories", "preferences", "user_profile"}
+"""Per-caller records looked up at call start (a CRM row, a user profile, stored memories).
+
+Not ``userdata``: LiveKit's ``AgentSession(userdata=...)``/``RunContext.userdata`` is the
+app's own session-state object (an order, a menu, flags), so what it holds is judged by
+its fields' names (``userdata.customer_name`` is caller data, ``userdata.drink_items``
+is not)."""
 _GAME_WORDS = {"round", "score", "lives", "attempts", "guesses", "streak", "riddle", "puzzle"}
 """Per-session game state: a round number, a score, the current riddle."""
 _TIME_WORDS = {"time", "now", "timestamp", "datetime", "clock", "hour", "minute", "second"}

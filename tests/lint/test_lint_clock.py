@@ -94,7 +94,7 @@ def test_an_imported_name_from_outside_the_tree_is_judged_by_its_name():
     assert "named like" in f.message and f.line == 5
 
 
-def test_a_constant_computed_at_import_in_another_module_is_info():
+def test_a_date_computed_at_import_in_another_module_changes_per_day():
     config = "import datetime\nTODAY = datetime.date.today().isoformat()\n"
     bot = f"""
     from config import TODAY
@@ -103,8 +103,9 @@ def test_a_constant_computed_at_import_in_another_module_is_info():
     """
     project = Project({"config.py": config, "bot.py": textwrap.dedent(bot)})
     f = clock(lint(bot, filename="bot.py", project=project))
-    # Fixed for the life of the process: stale, but it never busts the cache.
-    assert f.frequency is Frequency.PROCESS and f.severity is Severity.INFO
+    # Fixed per process, but every process started on a later day renders another date.
+    assert f.frequency is Frequency.DAY and f.severity is Severity.WARNING
+    assert "computed at import time" in f.message and "1 cache miss a day" in f.message
 
 
 def test_a_clock_kept_on_an_attribute():

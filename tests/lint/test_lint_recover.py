@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipecat_fast.lint import Frequency, Position, Severity, lint_python_source
+from pipecat_fast.lint.project import Project
 from pipecat_fast.lint.recover import scan_literals
 
 BODY = "Keep answers short and read every detail back to the caller. " * 30
@@ -81,7 +82,7 @@ def test_a_template_language_inside_python_is_read_from_its_literals():
     assert f.line == 3 and "string literal" not in f.message  # recovered as a statement
 
 
-def test_an_unterminated_prompt_string_is_scanned():
+def test_an_excerpt_cut_inside_a_prompt_string_is_closed_at_the_cut():
     code = (
         "import time\n"
         "def build():\n"
@@ -90,8 +91,28 @@ def test_an_unterminated_prompt_string_is_scanned():
     )
     found = lint_python_source(code)
     (f,) = [f for f in found if f.rule == "CB101"]
-    assert f.line == 3 and "string literal" in f.message
+    # The string (and the bracket after it) is closed where the excerpt ends, so the
+    # assignment is a statement of its own: its names resolve as in any statement.
+    assert f.line == 3 and "string literal" not in f.message
     assert f.position is Position.EARLY and f.severity is Severity.ERROR
+    (note,) = [f for f in found if f.rule == "CB901"]
+    assert note.severity is Severity.INFO
+
+
+def test_a_cut_string_inside_brackets_keeps_the_call_and_its_imports(tmp_path):
+    clock = "from datetime import date\nTODAY = date.today()\n"
+    code = (
+        "from clock import TODAY\n"
+        "def node():\n"
+        "    return make_node(\n"
+        '        f"""You are the booking line. Today is {TODAY:%A %d %B}. ' + BODY + "\n"
+    )
+    project = Project({"clock.py": clock, "bot.py": code})
+    found = lint_python_source(code, filename="bot.py", project=project)
+    (f,) = [f for f in found if f.rule == "CB101"]
+    # The date comes from the other module, computed at import: once a day, early.
+    assert f.severity is Severity.WARNING and f.position is Position.EARLY
+    assert f.frequency is Frequency.DAY
 
 
 def test_nothing_readable_is_a_warning_note():
