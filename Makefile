@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 		$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
 	touch $@
 
-## make demo: real caller audio through a real Pipecat pipeline, per-turn TTFA table + JSON + PNG
+## make demo: recorded caller speech (synthesized with espeak-ng) through a real Pipecat pipeline, per-turn TTFA table + JSON + PNG
 demo: $(STAMP)
 	$(BIN)/pipecat-fast demo $(ARGS)
 
