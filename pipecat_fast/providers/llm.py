@@ -11,12 +11,11 @@ your own table to :func:`load_table` to override them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
+
+from pipecat_fast.providers import _table
 
 
 @dataclass(frozen=True)
@@ -47,10 +46,8 @@ class PrefixMinimum:
         return prefix_tokens - prefix_tokens % step
 
 
-@lru_cache(maxsize=1)
 def _default_table() -> dict:
-    text = resources.files("pipecat_fast.providers").joinpath("llm_cache.json").read_text("utf-8")
-    return json.loads(text)
+    return _table.bundled("llm_cache.json")
 
 
 def load_table(path: str | Path | None = None) -> dict:
@@ -63,28 +60,12 @@ def load_table(path: str | Path | None = None) -> dict:
     Raises:
         ValueError: If the file is not a table of that shape.
     """
-    if path is None:
-        return _default_table()
-    try:
-        table = json.loads(Path(path).read_text("utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read minimum-prefix table {path}: {e}") from e
-    if not isinstance(table, dict) or not isinstance(table.get("providers"), dict):
-        raise ValueError(f"{path}: expected an object with a 'providers' object")
-    return table
+    return _table.load(path, filename="llm_cache.json", what="minimum-prefix table")
 
 
 def providers(table: dict | None = None) -> list[str]:
     """Canonical provider names in the table."""
-    return sorted((table or _default_table())["providers"])
-
-
-def _canonical(provider: str, table: dict) -> str | None:
-    p = provider.strip().lower()
-    for name, entry in table["providers"].items():
-        if p == name or p in entry.get("aliases", []):
-            return name
-    return None
+    return _table.names(table or _default_table())
 
 
 def prefix_minimum(
@@ -108,7 +89,7 @@ def prefix_minimum(
     if not provider:
         return None
     table = table or _default_table()
-    name = _canonical(provider, table)
+    name = _table.canonical(provider, table)
     if name is None:
         known = ", ".join(providers(table))
         raise ValueError(f"unknown provider {provider!r}; known: {known}")
@@ -168,7 +149,7 @@ def cache_facts(provider: str, table: dict | None = None) -> CacheFacts:
         ValueError: If the provider is not in the table.
     """
     table = table or _default_table()
-    name = _canonical(provider, table)
+    name = _table.canonical(provider, table)
     if name is None:
         raise ValueError(f"unknown provider {provider!r}; known: {', '.join(providers(table))}")
     entry = table["providers"][name]
@@ -217,9 +198,8 @@ def identify_provider(
                 return name
     for module in modules:
         for name, entry in entries.items():
-            for prefix in entry.get("pipecat_modules", []):
-                if module == prefix or module.startswith(prefix + "."):
-                    return name
+            if _table.module_matches(module, entry.get("pipecat_modules", [])):
+                return name
     if model:
         m = model.strip().lower().rsplit("/", 1)[-1]
         for name, entry in entries.items():

@@ -9,11 +9,10 @@ facts out.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
+
+from pipecat_fast.providers import _table
 
 RESULT_FIELDS = ("start", "duration", "is_final", "speech_final", "finalize_answer")
 """The roles a provider's result field can play (the keys of ``result_fields``)."""
@@ -48,10 +47,8 @@ class STTFacts:
         return "start" in self.result_fields and "duration" in self.result_fields
 
 
-@lru_cache(maxsize=1)
 def _default_table() -> dict:
-    text = resources.files("pipecat_fast.providers").joinpath("stt.json").read_text("utf-8")
-    return json.loads(text)
+    return _table.bundled("stt.json")
 
 
 def load_stt_table(path: str | Path | None = None) -> dict:
@@ -60,20 +57,12 @@ def load_stt_table(path: str | Path | None = None) -> dict:
     Raises:
         ValueError: If the file cannot be read or is not a table of that shape.
     """
-    if path is None:
-        return _default_table()
-    try:
-        table = json.loads(Path(path).read_text("utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read STT facts table {path}: {e}") from e
-    if not isinstance(table, dict) or not isinstance(table.get("providers"), dict):
-        raise ValueError(f"{path}: expected an object with a 'providers' object")
-    return table
+    return _table.load(path, filename="stt.json", what="STT facts table")
 
 
 def stt_providers(table: dict | None = None) -> list[str]:
     """Canonical STT provider names in the table."""
-    return sorted((table or _default_table())["providers"])
+    return _table.names(table or _default_table())
 
 
 def stt_facts(provider: str, table: dict | None = None) -> STTFacts:
@@ -83,8 +72,8 @@ def stt_facts(provider: str, table: dict | None = None) -> STTFacts:
         ValueError: If the provider is not in the table, or its entry is malformed.
     """
     table = table or _default_table()
-    name = provider.strip().lower()
-    entry = table["providers"].get(name)
+    name = _table.canonical(provider, table)
+    entry = table["providers"].get(name) if name else None
     if entry is None:
         raise ValueError(
             f"unknown STT provider {provider!r}; known: {', '.join(stt_providers(table))}"
@@ -111,7 +100,6 @@ def identify_stt_result(module: str, table: dict | None = None) -> str | None:
     """The provider whose SDK defines a result class in ``module``, or ``None``."""
     table = table or _default_table()
     for name, entry in table["providers"].items():
-        for prefix in entry.get("result_modules", []):
-            if module == prefix or module.startswith(prefix + "."):
-                return name
+        if _table.module_matches(module, entry.get("result_modules", [])):
+            return name
     return None

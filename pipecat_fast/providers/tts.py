@@ -10,12 +10,11 @@ names its source. Pass your own table to :func:`load_tts_table` to override them
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
+
+from pipecat_fast.providers import _table
 
 WarmHolds = Literal["socket", "nothing"]
 
@@ -64,10 +63,8 @@ class TTSFacts:
     idle_close_source: str
 
 
-@lru_cache(maxsize=1)
 def _default_table() -> dict:
-    text = resources.files("pipecat_fast.providers").joinpath("tts.json").read_text("utf-8")
-    return json.loads(text)
+    return _table.bundled("tts.json")
 
 
 def load_tts_table(path: str | Path | None = None) -> dict:
@@ -79,28 +76,12 @@ def load_tts_table(path: str | Path | None = None) -> dict:
     Raises:
         ValueError: If the file cannot be read or is not a table of that shape.
     """
-    if path is None:
-        return _default_table()
-    try:
-        table = json.loads(Path(path).read_text("utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read TTS facts table {path}: {e}") from e
-    if not isinstance(table, dict) or not isinstance(table.get("providers"), dict):
-        raise ValueError(f"{path}: expected an object with a 'providers' object")
-    return table
+    return _table.load(path, filename="tts.json", what="TTS facts table")
 
 
 def tts_providers(table: dict | None = None) -> list[str]:
     """Canonical TTS provider names in the table."""
-    return sorted((table or _default_table())["providers"])
-
-
-def _canonical(provider: str, table: dict) -> str | None:
-    p = provider.strip().lower()
-    for name, entry in table["providers"].items():
-        if p == name or p in entry.get("aliases", []):
-            return name
-    return None
+    return _table.names(table or _default_table())
 
 
 def tts_facts(provider: str, table: dict | None = None) -> TTSFacts:
@@ -114,7 +95,7 @@ def tts_facts(provider: str, table: dict | None = None) -> TTSFacts:
         ValueError: If the provider is not in the table, or its entry is malformed.
     """
     table = table or _default_table()
-    name = _canonical(provider, table)
+    name = _table.canonical(provider, table)
     if name is None:
         known = ", ".join(tts_providers(table))
         raise ValueError(f"unknown TTS provider {provider!r}; known: {known}")
@@ -188,7 +169,6 @@ def identify_tts_provider(
                 return name
     for module in modules:
         for name, entry in entries.items():
-            for prefix in entry.get("pipecat_modules", []):
-                if module == prefix or module.startswith(prefix + "."):
-                    return name
+            if _table.module_matches(module, entry.get("pipecat_modules", [])):
+                return name
     return None
