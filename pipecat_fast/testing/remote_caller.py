@@ -226,3 +226,30 @@ def summary(turns: Sequence[ClientTurn]) -> dict[str, Any]:
     from pipecat_fast.ttfa.core import summarize
 
     return summarize([t.ttfa_ms for t in turns])
+
+
+def call_dict(
+    turns: Sequence[ClientTurn],
+    timeline: CallerTimeline,
+    greeting_ms: float | None,
+    bot_audio_s: float,
+    error: str | None,
+    **transport: Any,
+) -> dict[str, Any]:
+    """JSON-ready result of one remote call: what every transport's caller reports.
+
+    ``transport`` adds the transport's own keys first (a call SID, a peer connection id, the
+    connect time); floats among them are rounded to 0.1 ms.
+    """
+    out: dict[str, Any] = {
+        k: round(v, 1) if isinstance(v, float) else v for k, v in transport.items()
+    }
+    out.update(
+        turns=[t.to_dict() for t in turns],
+        summary=summary(turns),
+        greeting_ms=None if greeting_ms is None else round(greeting_ms, 1),
+        bot_audio_s=round(bot_audio_s, 2),
+        no_reply=timeline.no_reply,
+        error=error,
+    )
+    return out

@@ -44,10 +44,10 @@ from pipecat_fast.testing.remote_caller import (
     CallerTimeline,
     ClientTurn,
     Playout,
+    call_dict,
     client_turns,
     play_script,
     rms,
-    summary,
 )
 
 TWILIO_RATE = 8000
@@ -96,16 +96,15 @@ class TwilioCallResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {
-            "call_sid": self.call_sid,
-            "turns": [t.to_dict() for t in self.turns],
-            "summary": summary(self.turns),
-            "greeting_ms": None if self.greeting_ms is None else round(self.greeting_ms, 1),
-            "bot_audio_s": round(self.bot_audio_s, 2),
-            "clears": self.clears,
-            "no_reply": self.timeline.no_reply,
-            "error": self.error,
-        }
+        return call_dict(
+            self.turns,
+            self.timeline,
+            self.greeting_ms,
+            self.bot_audio_s,
+            self.error,
+            call_sid=self.call_sid,
+            clears=self.clears,
+        )
 
 
 class TwilioCaller:

@@ -31,10 +31,10 @@ from pipecat_fast.testing.remote_caller import (
     CallerTimeline,
     ClientTurn,
     Playout,
+    call_dict,
     client_turns,
     play_script,
     rms,
-    summary,
 )
 
 
@@ -98,16 +98,15 @@ class WebRTCCallResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {
-            "pc_id": self.pc_id,
-            "turns": [t.to_dict() for t in self.turns],
-            "summary": summary(self.turns),
-            "greeting_ms": None if self.greeting_ms is None else round(self.greeting_ms, 1),
-            "connect_ms": None if self.connect_ms is None else round(self.connect_ms, 1),
-            "bot_audio_s": round(self.bot_audio_s, 2),
-            "no_reply": self.timeline.no_reply,
-            "error": self.error,
-        }
+        return call_dict(
+            self.turns,
+            self.timeline,
+            self.greeting_ms,
+            self.bot_audio_s,
+            self.error,
+            pc_id=self.pc_id,
+            connect_ms=self.connect_ms,
+        )
 
 
 class WebRTCCaller:

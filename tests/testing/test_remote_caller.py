@@ -5,7 +5,14 @@ import math
 
 import pytest
 
-from pipecat_fast.testing.remote_caller import Playout, client_turns, rms
+from pipecat_fast.testing.remote_caller import (
+    CallerTimeline,
+    ClientTurn,
+    Playout,
+    call_dict,
+    client_turns,
+    rms,
+)
 
 
 def test_rms_of_silence_a_full_scale_square_and_no_samples():
@@ -81,3 +88,14 @@ def test_queued_until_is_what_still_plays_after_now():
         playout.feed(2.0, 0.02, True)
     assert playout.queued_until(2.05) == pytest.approx(0.15)
     assert playout.queued_until(3.0) == 0.0
+
+
+def test_a_call_result_reports_its_turns_summary_and_the_transports_own_keys():
+    turns = [ClientTurn(0, 412.345, 1.0, 1.4), ClientTurn(1, None, 3.0, None)]
+    timeline = CallerTimeline(no_reply=[1])
+    out = call_dict(turns, timeline, 812.26, 3.456, None, call_sid="CA1", connect_ms=55.55)
+    assert out["call_sid"] == "CA1" and out["connect_ms"] == 55.5
+    assert out["turns"] == [{"turn": 0, "ttfa_ms": 412.3}, {"turn": 1, "ttfa_ms": None}]
+    assert out["summary"]["n_turns"] == 1 and out["summary"]["n_unanswered"] == 1
+    assert out["summary"]["ttfa_p50_ms"] == 412.3 and out["no_reply"] == [1]
+    assert out["greeting_ms"] == 812.3 and out["bot_audio_s"] == 3.46 and out["error"] is None
