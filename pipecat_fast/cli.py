@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("pipecat_fast.bench.demo", "real caller audio through a real Pipecat pipeline"),
+    "demo": (
+        "pipecat_fast.bench.demo",
+        "synthesized caller speech through a real Pipecat pipeline, stock beside pipecat-fast",
+    ),
     "lint": ("pipecat_fast.lint.cli", "find prompt-cache busters in prompts and prompt code"),
 }
 
@@ -84,7 +89,41 @@ def main(argv: list[str] | None = None) -> int:
             argv.insert(1, "pipeline")
     parser = _build_parser(argv)
     args = parser.parse_args(argv)
-    return int(importlib.import_module(args._module).run(args) or 0)
+    with _interruptible() as stopped_by:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    # Ctrl-C or SIGTERM: the command's servers and engines were stopped on the way out (their
+    # context managers ran; atexit hooks kill what an owner left), and no traceback is printed.
+    print(f"pipecat-fast: stopped by {stopped_by[0]}", file=sys.stderr)
+    return 128 + stopped_by[1]
+
+
+class _interruptible:
+    """SIGTERM unwinds like Ctrl-C (a ``KeyboardInterrupt``), and either ends the command quietly.
+
+    Python's default SIGTERM ends the process at once: no ``finally``, no ``atexit``, so a bench
+    would leave its engine process running. Used as ``with`` around a command; a swallowed
+    interrupt leaves ``(signal name, number)`` in the value it yields.
+    """
+
+    def __enter__(self) -> list:
+        self.stopped: list = []
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self.stopped
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.stopped[:] = ["SIGTERM", int(signal.SIGTERM)]
+        raise KeyboardInterrupt
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            if not self.stopped:
+                self.stopped[:] = ["Ctrl-C", int(signal.SIGINT)]
+            return True
+        return False
 
 
 if __name__ == "__main__":
