@@ -13,7 +13,7 @@ from pipecat.frames.frames import (
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.services.deepgram.stt import DeepgramSTTService
-from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.tests.utils import SleepFrame
 
 from pipecat_fast.testing.deepgram_server import (
     DeepgramEmulator,
@@ -24,6 +24,7 @@ from pipecat_fast.testing.deepgram_server import (
 )
 from pipecat_fast.testing.profiles import LatencyProfile
 from pipecat_fast.testing.synth import plan_speech, render_pcm
+from tests.testing.drive import Until, drive
 
 FAST = LatencyProfile("test", 0, 0, 250, 0, 0.0, 0, 10_000, 0)
 RATE = 16000
@@ -49,15 +50,32 @@ def stt(emulator, tag):
     return DeepgramSTTService(api_key="test-key", base_url=emulator.base_url, tag=tag)
 
 
+def finals_down(n: int) -> Until:
+    """Until ``n`` final transcripts came out of the service."""
+    return Until(
+        lambda down: sum(isinstance(f, TranscriptionFrame) for f in down) >= n, f"{n} final(s)"
+    )
+
+
+def results(emulator, check, what: str) -> Until:
+    """Until the emulator's sent results (``emulator.results``) satisfy ``check``."""
+    return Until(lambda down: check(emulator.results), what)
+
+
+def final_sent(emulator, *, from_finalize: bool) -> Until:
+    return results(
+        emulator,
+        lambda rs: any(r.is_final and r.from_finalize is from_finalize for r in rs),
+        f"a final with from_finalize={from_finalize}",
+    )
+
+
 async def test_pipecat_deepgram_service_gets_interims_then_the_final_per_utterance():
     first, first_audio = scripted("I would like to book a cleaning for next Tuesday.")
     second, second_audio = scripted("Yes, nine thirty works.")
     async with DeepgramEmulator(FAST, scripts={"call-1": [first, second]}) as emulator:
         pcm = silence(0.4) + first_audio + silence(1.0) + second_audio + silence(0.5)
-        down, _ = await run_test(
-            stt(emulator, "call-1"),
-            frames_to_send=[*audio_frames(pcm), SleepFrame(0.5)],
-        )
+        down = await drive(stt(emulator, "call-1"), [*audio_frames(pcm), finals_down(2)])
     finals = [f.text for f in down if isinstance(f, TranscriptionFrame)]
     interims = [f.text for f in down if isinstance(f, InterimTranscriptionFrame)]
     assert finals == [first.text, second.text]
@@ -71,9 +89,9 @@ async def test_pipecat_deepgram_service_gets_interims_then_the_final_per_utteran
 async def test_finalize_after_the_final_answers_with_an_empty_from_finalize_result():
     utterance, audio = scripted("Cancel my appointment please.")
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
-        frames = [*audio_frames(silence(0.2) + audio + silence(0.4)), SleepFrame(0.3)]
-        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
-        await run_test(stt(emulator, "c"), frames_to_send=frames)
+        frames = [*audio_frames(silence(0.2) + audio + silence(0.4)), finals_down(1)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2)]
+        await drive(stt(emulator, "c"), [*frames, final_sent(emulator, from_finalize=True)])
     kinds = [(r.is_final, r.from_finalize, r.transcript) for r in emulator.results]
     assert (True, False, utterance.text) in kinds
     assert kinds[-1] == (True, True, "")
@@ -83,10 +101,13 @@ async def test_finalize_mid_utterance_finalizes_the_words_heard_so_far():
     utterance, audio = scripted("Please move my cleaning to Friday morning instead.")
     half = len(audio) // 2 // 2 * 2
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
-        frames = [*audio_frames(silence(0.2) + audio[:half]), SleepFrame(0.2)]
-        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.2)]
-        frames += [*audio_frames(audio[half:] + silence(0.3)), SleepFrame(0.3)]
-        down, _ = await run_test(stt(emulator, "c"), frames_to_send=frames)
+        interim = Until(
+            lambda down: any(isinstance(f, InterimTranscriptionFrame) for f in down), "an interim"
+        )
+        frames = [*audio_frames(silence(0.2) + audio[:half]), interim]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), finals_down(1)]
+        frames += [*audio_frames(audio[half:] + silence(0.3)), finals_down(2)]
+        down = await drive(stt(emulator, "c"), frames)
     finals = [f.text for f in down if isinstance(f, TranscriptionFrame)]
     assert len(finals) == 2
     assert " ".join(finals).split() == utterance.text.split()
@@ -114,9 +135,8 @@ async def test_scripted_revising_partials_are_replayed_in_order():
     )
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
         pcm = silence(0.2) + render_pcm(words, duration, RATE) + silence(0.4)
-        down, _ = await run_test(
-            stt(emulator, "c"), frames_to_send=[*audio_frames(pcm), SleepFrame(0.4)]
-        )
+        # The final comes after every interim on the one socket: once it is out, all are.
+        down = await drive(stt(emulator, "c"), [*audio_frames(pcm), finals_down(1)])
     interims = [f.text for f in down if isinstance(f, InterimTranscriptionFrame)]
     assert interims == [p for t, p in partials if t < duration]
 
@@ -211,8 +231,8 @@ async def test_a_service_without_tag_is_told_the_tag_is_missing_and_which_exist(
     try:
         async with DeepgramEmulator(FAST, scripts={"book_cleaning": [utterance]}) as emulator:
             untagged = DeepgramSTTService(api_key="test-key", base_url=emulator.base_url)
-            frames = [*audio_frames(silence(0.2) + audio + silence(0.4)), SleepFrame(0.3)]
-            await run_test(untagged, frames_to_send=frames)
+            warned = Until(lambda down: any("not transcribed" in x for x in lines), "the warning")
+            await drive(untagged, [*audio_frames(silence(0.2) + audio + silence(0.4)), warned])
     finally:
         logger.remove(sink)
     beyond = [line for line in lines if "not transcribed" in line]
@@ -235,9 +255,10 @@ async def test_default_endpointing_sends_the_final_before_the_finalize_as_deepgr
     """Deepgram's 10 ms endpointing finalizes ahead of the VAD's stop: Finalize gets ''."""
     utterance, audio = scripted("Cancel my appointment please.")
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
-        frames = [*audio_frames(silence(0.2) + audio + silence(0.2)), SleepFrame(0.3)]
-        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.3)]
-        down, _ = await run_test(stt(emulator, "c"), frames_to_send=frames)
+        frames = [*audio_frames(silence(0.2) + audio + silence(0.2)), finals_down(1)]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2)]
+        frames += [final_sent(emulator, from_finalize=True)]
+        down = await drive(stt(emulator, "c"), frames)
     natural, answer = [r for r in emulator.results if r.is_final]
     assert (natural.transcript, natural.speech_final, natural.from_finalize) == (
         utterance.text,
@@ -259,10 +280,13 @@ async def test_long_endpointing_answers_the_finalize_with_the_words_and_pipecat_
     utterance, audio = scripted("Cancel my appointment please.")
     speech = audio[: int(utterance.duration_s * RATE) * 2]  # up to the last word's end
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
-        frames = [*audio_frames(silence(0.2) + speech + silence(0.2)), SleepFrame(0.2)]
-        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), SleepFrame(0.2)]
+        # Audio and the Finalize share one socket, so the Finalize is read after 200 ms of
+        # silence, before the 300 ms endpointing could end the utterance by itself.
+        frames = [*audio_frames(silence(0.2) + speech + silence(0.2))]
+        frames += [VADUserStoppedSpeakingFrame(stop_secs=0.2), finals_down(1)]
+        # More silence: no second final may follow (a bounded wait for something absent).
         frames += [*audio_frames(silence(0.5)), SleepFrame(0.3)]
-        down, _ = await run_test(stt_with(emulator, "c", endpointing=300), frames_to_send=frames)
+        down = await drive(stt_with(emulator, "c", endpointing=300), frames)
     finals = [r for r in emulator.results if r.is_final]
     assert [(r.transcript, r.from_finalize, r.speech_final) for r in finals] == [
         (utterance.text, True, False)
@@ -275,9 +299,8 @@ async def test_without_endpointing_no_final_is_speech_final():
     utterance, audio = scripted("Cancel my appointment please.")
     async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
         pcm = silence(0.2) + audio + silence(1.3)
-        down, _ = await run_test(
-            stt_with(emulator, "c", endpointing=False),
-            frames_to_send=[*audio_frames(pcm), SleepFrame(0.3)],
+        down = await drive(
+            stt_with(emulator, "c", endpointing=False), [*audio_frames(pcm), finals_down(1)]
         )
     [final] = [f for f in down if isinstance(f, TranscriptionFrame)]
     assert final.text == utterance.text
@@ -289,7 +312,8 @@ async def test_consecutive_results_tile_the_stream_with_start_and_duration():
     second, second_audio = scripted("Next Tuesday works.")
     async with DeepgramEmulator(FAST, scripts={"c": [first, second]}) as emulator:
         pcm = silence(0.3) + first_audio + silence(0.8) + second_audio + silence(0.3)
-        await run_test(stt(emulator, "c"), frames_to_send=[*audio_frames(pcm), SleepFrame(0.3)])
+        two = results(emulator, lambda rs: sum(r.is_final for r in rs) >= 2, "two finals")
+        await drive(stt(emulator, "c"), [*audio_frames(pcm), two])
     finals = [r for r in emulator.results if r.is_final]
     assert [r.transcript for r in finals] == [first.text, second.text]
     assert finals[0].start_s == 0.0
