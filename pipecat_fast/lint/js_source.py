@@ -595,7 +595,8 @@ class _Parser:
             if v in ("throw", "break", "continue", "debugger"):
                 self.resync()
                 return []
-        value = self.expression()
+        # An assignment statement keeps its target (``assign_expr`` keeps only the value).
+        value = self.try_arrow(None) or self.conditional()
         if self.peek().kind == "PUNCT" and self.peek().value in _ASSIGN_OPS:
             op = self.next().value
             rhs = self.expression()

@@ -205,6 +205,18 @@ class Source:
         return id(self.root if self.root is not None else self.origin)
 
 
+def _shadowed(ix, func: ast.AST) -> bool:
+    """True when a call's receiver chain starts at a local name, not a module.
+
+    A parameter or variable may be called like one: ``secrets.items()`` on a ``secrets``
+    dict, ``time.strip()`` on a ``time`` string.
+    """
+    cur = func
+    while isinstance(cur, ast.Attribute):
+        cur = cur.value
+    return isinstance(cur, ast.Name) and cur is not func and bool(ix.resolve_name(cur))
+
+
 def _inside(sources: list[Source]) -> list[Source]:
     return [replace(s, inside=True, sample=None) for s in sources]
 
@@ -877,7 +889,7 @@ class Classifier:
         ix = self.ix(node)
         func = node.func
         dotted = ix.dotted(func) or ""
-        explicit = ix.is_imported(func) or dotted.count(".") >= 1
+        explicit = (ix.is_imported(func) or dotted.count(".") >= 1) and not _shadowed(ix, func)
         what = shorten(ast.unparse(node), 50)
         args = list(node.args) + [k.value for k in node.keywords]
         if explicit:

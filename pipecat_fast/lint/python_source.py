@@ -400,6 +400,9 @@ class Place:
     unknown_before: tuple[str, ...] = ()
     unknown_after: tuple[str, ...] = ()
     prompt_before: bool = False
+    until_next: int | None = None
+    """Known tokens after the hole up to the next value that changes at least as often
+    (``None`` when there is none, or unknown-size text lies between them)."""
 
     @property
     def exact(self) -> bool:
@@ -415,6 +418,8 @@ class Place:
         a_lo = self.after + len(self.unknown_after)
         if not self.unknown_before and self.before <= a_lo:
             return Position.EARLY
+        if self.masked_late:
+            return Position.LATE
         if not self.unknown_after and b_lo > self.after:
             return Position.LATE if self.after < LATE_TAIL_TOKENS else Position.MIDDLE
         if self.prompt_before and not self.unknown_after and self.after < LATE_TAIL_TOKENS:
@@ -422,6 +427,16 @@ class Place:
             # passed in (a name that says it is prompt text), whatever its size.
             return Position.LATE
         return None
+
+    @property
+    def masked_late(self) -> bool:
+        """Less than one cache increment of static text before a value as volatile.
+
+        Whatever follows the next value that changes at least as often is lost to that
+        one anyway, so this value costs at most the short stretch between them
+        (``{history}``, a short label, then ``{latest_question}``).
+        """
+        return self.until_next is not None and self.until_next < LATE_TAIL_TOKENS
 
     def describe(self) -> str:
         """``"token ~26 of ~930"``, with bounds where sizes are unknown."""
@@ -785,7 +800,17 @@ class _ModuleLint:
         tm = TextMap(skeleton, self.encoding)
         total = tm.token_count
         first_volatile: tuple[int, tuple[str, ...]] | None = None
+        rates = [self.hole_rate(sink, hole) for hole, _s, _e in holes]
         for i, (hole, start, end) in enumerate(holes):
+            until_next = None
+            if rates[i] is not None:
+                for k in range(i + 1, len(holes)):
+                    rate = rates[k]
+                    if rate is not None and rate >= rates[i]:
+                        until_next = max(0, tm.token_at(holes[k][1]) - tm.token_at(end))
+                        break
+                    if holes[k][0].sample is None:
+                        break  # unknown-size text before it: the stretch is not known
             place = Place(
                 before=tm.token_at(start),
                 after=max(0, total - tm.token_at(end)),
@@ -795,6 +820,7 @@ class _ModuleLint:
                 prompt_before=any(
                     h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[:i]
                 ),
+                until_next=until_next,
             )
             if self.lint_hole(sink, hole, start, place) and first_volatile is None:
                 first_volatile = (place.before, place.unknown_before)
@@ -802,6 +828,35 @@ class _ModuleLint:
             unknown = tuple(h.label for h, _s, _e in holes if h.sample is None)
             static = first_volatile if first_volatile is not None else (total, unknown)
             self.static_prefixes.append((static[0], static[1], sink))
+
+    def source_rate(self, src: Source) -> tuple[Frequency, bool]:
+        """How often a source's value changes where it is used; True for a clock read at import."""
+        freq = src.granularity
+        at_import = False
+        if not src.placeholder and not src.per_pass:
+            runs = self.classifier.ix(src.origin).eval_frequency(src.origin)
+            at_import = runs is Frequency.PROCESS and src.rule == "CB101"
+            if at_import:
+                # A clock read at import is fixed per process, but processes start per
+                # call (LiveKit runs each job in its own process) or per deploy: each
+                # one started on a later day renders another date. Changes at most
+                # as often as its granularity, at least once a day.
+                runs = Frequency.DAY
+            freq = min(freq, runs)
+        return freq, at_import
+
+    def hole_rate(self, sink: Sink, hole: Hole) -> Frequency | None:
+        """How often the most volatile value of a hole changes.
+
+        ``None`` when nothing in it is volatile, or only values fixed per process start.
+        """
+        rates = [
+            self.source_rate(src)[0]
+            for src in hole.sources
+            if not (sink.slot == "tools" and src.rule not in TOOL_RULES)
+        ]
+        best = max(rates, default=None)
+        return best if best is not None and best > Frequency.PROCESS else None
 
     def lint_hole(self, sink: Sink, hole: Hole, start: int, place: Place) -> bool:
         """Findings for the sources of one hole; True if one is a warning or worse."""
@@ -813,18 +868,7 @@ class _ModuleLint:
         for src in hole.sources:
             if sink.slot == "tools" and src.rule not in TOOL_RULES:
                 continue
-            freq = src.granularity
-            at_import = False
-            if not src.placeholder and not src.per_pass:
-                runs = self.classifier.ix(src.origin).eval_frequency(src.origin)
-                at_import = runs is Frequency.PROCESS and src.rule == "CB101"
-                if at_import:
-                    # A clock read at import is fixed per process, but processes start per
-                    # call (LiveKit runs each job in its own process) or per deploy: each
-                    # one started on a later day renders another date. Changes at most
-                    # as often as its granularity, at least once a day.
-                    runs = Frequency.DAY
-                freq = min(freq, runs)
+            freq, at_import = self.source_rate(src)
             pos, shown = _position(sink, src, place)
             severity = grade(freq, pos)
             volatile = volatile or severity >= Severity.WARNING

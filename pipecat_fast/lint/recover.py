@@ -130,13 +130,23 @@ def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
 
 
 def _lost(tree: ast.Module, blanked: set[int]) -> int:
-    """Lines a reading does not read as code: blanked, or inside a multi-line string."""
+    """Lines a reading does not read as code.
+
+    Those blanked, and those inside a multi-line string that stands alone as a statement
+    (a docstring's shape: what code read as a string becomes). A multi-line string that is
+    a value (assigned, passed, returned: a prompt's text) is read, not lost.
+    """
     inside: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            end = getattr(node, "end_lineno", None) or node.lineno
-            if end > node.lineno:
-                inside.update(range(node.lineno, end + 1))
+        if not isinstance(node, ast.Expr):
+            continue
+        value = node.value
+        if isinstance(value, (ast.Constant, ast.JoinedStr)) and (
+            isinstance(value, ast.JoinedStr) or isinstance(value.value, str)
+        ):
+            end = getattr(value, "end_lineno", None) or value.lineno
+            if end > value.lineno:
+                inside.update(range(value.lineno, end + 1))
     return len(blanked) + len(inside)
 
 
@@ -158,6 +168,11 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
         removed = (len(orig) - len(orig.lstrip(" \t"))) - (len(ded) - len(ded.lstrip(" \t")))
         text = "async def _fragment():\n" + textwrap.indent(dedented, "    ")
         line_shift, col_shift = 1, removed - 4
+    elif _code_indent(source) > 0:
+        # A function body whose multi-line strings hold lines at column 0 (a prompt's
+        # text): dedenting sees no common indent, but the code lines are all indented.
+        # The body goes under a function header as it is, strings untouched.
+        text, line_shift = "async def _fragment():\n" + source, 1
     lines = text.splitlines(keepends=True)
     blanked: set[int] = set()
     for _ in range(MAX_REPAIRS):
@@ -231,6 +246,24 @@ def _close_at_end(lines: list[str]) -> list[str] | None:
             continue
         return candidate.splitlines(keepends=True)
     return None
+
+
+def _code_indent(source: str) -> int:
+    """The least indent of the lines that hold code (not those inside a multi-line string).
+
+    0 when a code line starts at column 0 or there is no code.
+    """
+    inside: set[int] = set()
+    for lit in scan_literals(source):
+        first = source.count("\n", 0, lit.start)
+        last = first + lit.text.count("\n")
+        inside.update(range(first + 1, last + 1))
+    indents = [
+        _indent(line)
+        for k, line in enumerate(source.splitlines())
+        if k not in inside and line.strip() and not line.lstrip().startswith("#")
+    ]
+    return min(indents) if indents else 0
 
 
 def _indent(line: str) -> int:
