@@ -297,6 +297,42 @@ _METHOD_MAP = {
     "toLowerCase": ("lower", None),
     "replaceAll": ("replace", None),
 }
+_LOCALE_METHODS = {"toLocaleDateString", "toLocaleTimeString", "toLocaleString"}
+_LOCALE_FIELDS = (
+    ("weekday", "%A"),
+    ("month", "%B"),
+    ("day", "%d"),
+    ("year", "%Y"),
+    ("hour", "%H"),
+    ("minute", "%M"),
+    ("second", "%S"),
+)
+"""``Intl.DateTimeFormat`` options and the strftime field each shows."""
+
+
+def _locale_format(default: str | None, options: ast.AST | None) -> str | None:
+    """The strftime equivalent of ``date.toLocale*String(locale, options)``.
+
+    The options name the fields shown (``{hour: 'numeric', minute: '2-digit'}``: to the
+    minute), so they say how often the text changes; ``timeStyle: 'short'`` shows no
+    seconds. Without fields the method's default applies (the time to the second).
+    """
+    if not isinstance(options, ast.Dict):
+        return default
+    keys = {
+        k.value: v
+        for k, v in zip(options.keys, options.values, strict=True)
+        if isinstance(k, ast.Constant)
+    }
+    shown = [fmt for name, fmt in _LOCALE_FIELDS if name in keys]
+    style = keys.get("timeStyle")
+    if isinstance(style, ast.Constant):
+        shown += ["%H", "%M"] if style.value == "short" else ["%H", "%M", "%S"]
+    if "dateStyle" in keys:
+        shown = ["%A", "%B", "%d", "%Y"] + shown
+    return " ".join(shown) if shown else default
+
+
 _GETTERS = {
     "getSeconds": "second",
     "getUTCSeconds": "second",
@@ -1195,6 +1231,8 @@ class _Parser:
                 return _at(ast.Subscript(value=recv, slice=sl, ctx=ast.Load()), tok)
             if attr in _METHOD_MAP:
                 py, fmt = _METHOD_MAP[attr]
+                if attr in _LOCALE_METHODS:
+                    fmt = _locale_format(fmt, args[1] if len(args) > 1 else None)
                 new_args = [_const(fmt, tok)] if fmt is not None else args
                 return _call(
                     _at(ast.Attribute(value=recv, attr=py, ctx=ast.Load()), tok), new_args, tok

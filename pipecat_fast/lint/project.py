@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, parse
@@ -42,6 +43,11 @@ TEXT_EXTS = {
 """Files code may read as prompt templates."""
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
 
+_CALLED = re.compile(
+    r"(?<![\w.])(?<!def )(?<!function )(?:(?:self|cls|this)\.)?([A-Za-z_]\w*)\s*\("
+)
+"""A call in source text of a plain name or a method of the object itself (``build(``,
+``self.build(``), not a ``def``: the called name."""
 MAX_MODULE_BYTES = 4 * 1024 * 1024
 """Modules larger than this are not parsed for cross-module resolution."""
 
@@ -62,6 +68,7 @@ class Project:
         self._indexes: dict[str, ModuleIndex | None] = {}
         self._texts: dict[str, str | None] = {}
         self._definers: dict[str, list[str]] | None = None
+        self._called: set[str] | None = None
         for path, text in (sources or {}).items():
             self.add(path, text)
         for path, text in (texts or {}).items():
@@ -169,6 +176,7 @@ class Project:
         key = str(Path(path))
         self._sources[key] = source
         self._definers = None
+        self._called = None
         parts = list(Path(key).with_suffix("").parts)
         if parts and parts[-1] in ("__init__", "index"):
             parts = parts[:-1]
@@ -176,6 +184,23 @@ class Project:
             dotted = ".".join(parts[i:])
             if dotted:
                 self._by_dotted.setdefault(dotted, []).append(key)
+
+    def called_names(self) -> set[str]:
+        """Every plain name or own method some module of the tree calls (see ``_CALLED``).
+
+        Read from the source text, so modules that do not parse count too.
+        """
+        if self._called is None:
+            called: set[str] = set()
+            for path, text in list(self._sources.items()):
+                if text is None:
+                    try:
+                        text = Path(path).read_bytes()[:MAX_MODULE_BYTES].decode("utf-8-sig")
+                    except (OSError, UnicodeDecodeError):
+                        continue
+                called.update(m.group(1) for m in _CALLED.finditer(text))
+            self._called = called
+        return self._called
 
     def index(self, path: str, source: str | None = None, tree: ast.Module | None = None):
         """The :class:`ModuleIndex` of a module of the project (parsed once), or ``None``."""

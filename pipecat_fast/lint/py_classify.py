@@ -21,7 +21,7 @@ from pipecat_fast.lint.findings import Frequency, shorten
 from pipecat_fast.lint.py_index import ModuleIndex, Param
 from pipecat_fast.lint.vocab import classify_name, words
 
-MAX_DEPTH = 12
+MAX_DEPTH = 24
 
 SAMPLE_NOW = _dt.datetime(2026, 12, 1, 9, 41, 7, 123456)
 """Stands in for the clock when a value's size is needed (``isoformat()`` of it is 26
@@ -217,6 +217,24 @@ def _shadowed(ix, func: ast.AST) -> bool:
     return isinstance(cur, ast.Name) and cur is not func and bool(ix.resolve_name(cur))
 
 
+_PROMPT_WORDS = {"prompt", "prompts", "instruction", "instructions", "system", "persona"}
+
+
+def _names_prompt(key: str) -> bool:
+    w = words(key)
+    return bool(w) and bool(set(w) & _PROMPT_WORDS) and w[-1] not in ("name", "id", "path")
+
+
+def _loaded_prompt(sources: list[Source]) -> list[Source]:
+    """The sources of a prompt's own text loaded at run time.
+
+    ``record["system_prompt"]`` of an awaited agent config, ``resp.instructions``.
+    Fetched, it is still the agent's instructions, as stable as its configuration (like a
+    prompt file read at start-up): not content fetched into a prompt.
+    """
+    return [s for s in sources if s.rule != "CB104"]
+
+
 def _inside(sources: list[Source]) -> list[Source]:
     return [replace(s, inside=True, sample=None) for s in sources]
 
@@ -224,6 +242,9 @@ def _inside(sources: list[Source]) -> list[Source]:
 def _plain(sources: list[Source]) -> list[Source]:
     """The sources of a value derived from these (their own size no longer tells)."""
     return [replace(s, sample=None) if s.sample is not None else s for s in sources]
+
+
+_TEXT_METHODS = {"format", "format_map", "join", "replace", "substitute", "safe_substitute"}
 
 
 def _is_literal(node: ast.AST) -> bool:
@@ -359,6 +380,18 @@ def bind_arguments(fdef: ast.AST, call: ast.Call, skip_self: bool) -> dict[int, 
     for kw in call.keywords:
         if kw.arg and kw.arg in by_name:
             bound[id(by_name[kw.arg])] = kw.value
+    # `def _format(tpl, *args, **kwargs): return tpl.format(*args, **kwargs)`: what the
+    # call passes beyond the named parameters, as the tuple and dict the function sees.
+    if args.vararg is not None and not any(isinstance(a, ast.Starred) for a in call.args):
+        rest = list(call.args[len(positional) :])
+        bound[id(args.vararg)] = ast.copy_location(ast.Tuple(elts=rest, ctx=ast.Load()), call)
+    if args.kwarg is not None:
+        extra = [kw for kw in call.keywords if kw.arg is None or kw.arg not in by_name]
+        keys: list[ast.expr | None] = [
+            ast.Constant(value=kw.arg) if kw.arg is not None else None for kw in extra
+        ]
+        mapping = ast.Dict(keys=keys, values=[kw.value for kw in extra])
+        bound[id(args.kwarg)] = ast.copy_location(mapping, call)
     return bound
 
 
@@ -526,6 +559,8 @@ class Classifier:
             found = _plain(inner)
             key = node.slice
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if _names_prompt(key.value):
+                    found = _loaded_prompt(found)
                 if not found:
                     found = self._by_name(key.value, node)
             else:
@@ -626,15 +661,17 @@ class Classifier:
                 bound = self.bindings.get(id(v.arg))
                 if bound is not None:
                     # Bound to a literal (an argument, or the default of a call that
-                    # passes none): that value, not a guess from the parameter's name.
-                    literal = literal or _is_literal(bound)
+                    # passes none), or to text the caller builds in view (a join, a
+                    # format, a helper's result): that value, not a guess from the
+                    # parameter's name.
+                    literal = literal or _is_literal(bound) or self._traced_text(bound)
                     found.extend(self.classify(bound, depth, seen))
                 else:
                     found.extend(self._by_name(v.arg.arg, v.arg))
                 continue
             if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # a function or class object, not text
-            literal = literal or _is_literal(v)
+            literal = literal or _is_literal(v) or self._traced_text(v)
             found.extend(self.classify(v, depth, seen))
         if (
             not found
@@ -645,6 +682,20 @@ class Classifier:
         ):
             found = self._by_name(name, origin)
         return found if len(values) <= 1 else _plain(found)
+
+    def _traced_text(self, node: ast.AST) -> bool:
+        """Text whose making is in view, so its name says nothing more.
+
+        An f-string, ``+``, a join/format/replace call, or a call of a function defined
+        here (its ``return`` is followed).
+        """
+        if isinstance(node, (ast.JoinedStr, ast.BinOp)):
+            return True
+        if not isinstance(node, ast.Call):
+            return False
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _TEXT_METHODS:
+            return True
+        return self._callee(node)[0] is not None
 
     def imported_value(self, node: ast.Name) -> ast.AST | None:
         """The value an imported name has in another module of the project, if any.
@@ -777,6 +828,8 @@ class Classifier:
         if node.attr == "messages" and ("context" in receiver_words or "ctx" in receiver_words):
             return [Source("CB105", Frequency.REQUEST, node, "context messages")]
         base = self.classify(node.value, depth, seen)
+        if _names_prompt(node.attr):
+            base = _loaded_prompt(base)
         if node.attr in _ATTR_GRANULARITY:
             return _clock(base, _ATTR_GRANULARITY[node.attr], lambda v, a=node.attr: getattr(v, a))
         if not base and not ix.is_imported(node):

@@ -295,13 +295,18 @@ class ModuleIndex:
         while scope is not None:
             names = self.assigned.get(scope, {}).get(node.id, [])
             if first:
-                names = [(ln, v) for ln, v in names if ln < line] or []
+                # Assignments above the use, not the one whose value holds it (`x = f(\n x)`
+                # spread over lines reads the previous `x`).
+                names = [(ln, v) for ln, v in names if ln < line and not self._holds(v, node)]
             if names:
                 return [max(names, key=lambda p: p[0])[1]]
             if isinstance(scope, _Func):
                 args = scope.args
                 for a in args.posonlyargs + args.args + args.kwonlyargs:
                     if a.arg == node.id:
+                        return [Param(a, scope)]
+                for a in (args.vararg, args.kwarg):  # `*args`, `**kwargs`
+                    if a is not None and a.arg == node.id:
                         return [Param(a, scope)]
             if isinstance(scope, ast.Module):
                 return []
@@ -311,6 +316,15 @@ class ModuleIndex:
             while isinstance(scope, ast.ClassDef):
                 scope = self.scope_of(scope)
         return []
+
+    def _holds(self, ancestor: ast.AST, node: ast.AST) -> bool:
+        """True when ``node`` lies inside ``ancestor``."""
+        cur = self.parent.get(node)
+        while cur is not None:
+            if cur is ancestor:
+                return True
+            cur = self.parent.get(cur)
+        return False
 
     def resolve_function(self, node: ast.Name) -> ast.AST | None:
         """The ``def`` or ``class`` a called name refers to in this module's scopes."""

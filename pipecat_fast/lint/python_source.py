@@ -31,7 +31,7 @@ from pipecat_fast.lint.findings import (
     shorten,
 )
 from pipecat_fast.lint.prompt import below_minimum_message, breakpoint_cost
-from pipecat_fast.lint.py_classify import Classifier, Source, bind_arguments
+from pipecat_fast.lint.py_classify import Classifier, Source, bind_arguments, function_returns
 from pipecat_fast.lint.py_index import ModuleIndex, Param, parse
 from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
 from pipecat_fast.lint.text_rules import _PLACEHOLDERS as _PLACEHOLDER_PATTERNS
@@ -145,6 +145,48 @@ def _names_prompt_text(name: str) -> bool:
     return bool(w) and bool(set(w) & SYSTEM_WORDS) and w[-1] not in NOT_TEXT_WORDS
 
 
+SHORT_VALUE_TOKENS = 16
+"""What a value named like a short scalar (``timezone``, ``caller_name``) can take up at
+most, for bounding a position: a timezone, a name, an id or a date fits in it."""
+SHORT_VALUE_WORDS = {
+    "timezone",
+    "tz",
+    "zone",
+    "locale",
+    "language",
+    "lang",
+    "name",
+    "id",
+    "sid",
+    "number",
+    "count",
+    "date",
+    "time",
+    "day",
+    "weekday",
+    "month",
+    "year",
+    "hour",
+    "minute",
+    "phone",
+    "email",
+    "currency",
+    "city",
+    "country",
+}
+
+
+def _short_value(node: ast.AST) -> bool:
+    """A name, attribute or getter named like a short scalar (``self.timezone``)."""
+    if isinstance(node, ast.FormattedValue):
+        node = node.value
+    if isinstance(node, ast.Call) and not node.args:
+        node = node.func
+    name = _target_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    w = words(name or "")
+    return bool(w) and w[-1] in SHORT_VALUE_WORDS
+
+
 def _holds_prompt_text(node: ast.AST) -> bool:
     """A name or attribute named like a whole prompt (``base_prompt``, ``self.instructions``)."""
     if isinstance(node, ast.FormattedValue):
@@ -153,10 +195,14 @@ def _holds_prompt_text(node: ast.AST) -> bool:
     return bool(name) and _names_prompt_text(name)
 
 
-def _builds_text(value: ast.AST, segments: list, index: ModuleIndex) -> bool:
-    """True for code that builds prompt text: literal text, or a format-like call.
+def _builds_text(
+    value: ast.AST, segments: list, index: ModuleIndex, classifier: Classifier | None = None
+) -> bool:
+    """True for code that builds prompt text.
 
-    A bare name, call or await only passes a value on; it is linted where it is built.
+    Literal text, a format-like call, or a call of a function defined in view that builds
+    the text it returns. A bare name, other call or await only passes a value on; it is
+    linted where it is built.
     """
     if any(isinstance(s, str) and s.strip() for s in segments):
         return True
@@ -165,10 +211,14 @@ def _builds_text(value: ast.AST, segments: list, index: ModuleIndex) -> bool:
         resolved = index.resolve_name(node)
         node = resolved[0] if len(resolved) == 1 else node
     return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in BUILD_METHODS
-    ) or isinstance(node, (ast.JoinedStr, ast.BinOp))
+        (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in BUILD_METHODS
+        )
+        or isinstance(node, (ast.JoinedStr, ast.BinOp))
+        or (classifier is not None and _returns_text(node, classifier))
+    )
 
 
 def _call_name(call: ast.Call) -> str:
@@ -176,8 +226,11 @@ def _call_name(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
 
-def find_sinks(tree: ast.Module) -> list[Sink]:
-    """Every prompt sink in a module, each value node once (first classification wins)."""
+def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
+    """Every prompt sink in a module, each value node once (first classification wins).
+
+    ``project`` (the linted tree) tells which functions some module calls.
+    """
     sinks: list[Sink] = []
     seen: set[int] = set()
 
@@ -195,6 +248,8 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
         sinks.append(Sink(value, slot, label, name, block, per_turn))
 
     appended: set[int] = set()
+    called = _called_names(tree, project)
+    lambdas: list[tuple[str, ast.Lambda]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             lists = [k.value for k in node.keywords if k.arg in APPENDED_MESSAGE_KEYWORDS]
@@ -222,7 +277,9 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 name = _target_name(t)
-                if name and _names_prompt_text(name):
+                if name and _names_prompt_text(name) and isinstance(node.value, ast.Lambda):
+                    lambdas.append((name, node.value))
+                elif name and _names_prompt_text(name):
                     slot = "append" if isinstance(node, ast.AugAssign) else "system"
                     simple = name if isinstance(t, ast.Name) else None
                     add(node.value, slot, f"`{shorten(ast.unparse(t), 40)}`", simple)
@@ -245,6 +302,11 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
             }
             if "cache_control" in keys and "text" in keys:
                 add(keys["text"], "system", "a text block with `cache_control`", block=True)
+            for key, value in keys.items():
+                if isinstance(value, ast.Lambda) and _names_prompt_text(key):
+                    # `{"getPrompt": () => clock() + PROMPT}`: a prompt-named function
+                    # (see the `def` case below) as an object's member.
+                    lambdas.append((key, value))
             role = keys.get("role")
             if isinstance(role, ast.Constant) and "content" in keys:
                 slot = "system" if role.value == "system" else "message"
@@ -258,7 +320,39 @@ def find_sinks(tree: ast.Module) -> list[Sink]:
             first = node.values[0]
             if isinstance(first, ast.Constant) and _YOU_ARE.match(str(first.value)):
                 add(node, "system", "an f-string prompt")
+        elif (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and _names_prompt_text(node.name)
+            and node.name not in called
+        ):
+            # `def make_system_prompt(self): return TEMPLATE.format(...)`, never called in
+            # view: what a function named like a prompt returns is that prompt, wherever
+            # its caller sends it. (Called in view, it is graded where its result goes,
+            # with the caller's arguments.)
+            for value in function_returns(node):
+                add(value, "system", f"what `{node.name}()` returns")
+    for name, fn in lambdas:
+        if name not in called:
+            add(fn.body, "system", f"what `{name}()` returns")
     return sinks
+
+
+def _called_names(tree: ast.Module, project) -> set[str]:
+    """Functions called by a plain name, and methods called on ``self``/``cls``."""
+    names: set[str] = set()
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Name):
+            names.add(f.id)
+        elif (
+            isinstance(f, ast.Attribute)
+            and isinstance(f.value, ast.Name)
+            and f.value.id in ("self", "cls")
+        ):
+            names.add(f.attr)
+    return names | (project.called_names() if project is not None else set())
 
 
 MAX_HELPER_DEPTH = 3
@@ -281,7 +375,7 @@ def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> d
         return cache[id(fdef)]
     cache[id(fdef)] = {}  # a recursive helper ends here
     if "sinks" not in ix.memo:
-        ix.memo["sinks"] = find_sinks(ix.tree)
+        ix.memo["sinks"] = find_sinks(ix.tree, ix.project)
 
     def param_of(node: ast.AST | None) -> ast.arg | None:
         if isinstance(node, ast.Name) and Classifier._within(ix, node, fdef):
@@ -349,6 +443,23 @@ def _is_text_expr(node: ast.AST, index: ModuleIndex) -> bool:
     )
 
 
+def _returns_text(node: ast.AST, classifier: Classifier, depth: int = 0) -> bool:
+    """A call of a function defined in view whose every ``return`` builds text.
+
+    ``self._format(TEMPLATE, claim=...)``: text built here, through a helper.
+    """
+    if not isinstance(node, ast.Call) or depth > MAX_HELPER_DEPTH:
+        return False
+    fdef, _is_method = classifier._callee(node)
+    if fdef is None:
+        return False
+    returns = function_returns(fdef)
+    ix = classifier.ix(fdef)
+    return bool(returns) and all(
+        _is_text_expr(r, ix) or _returns_text(r, classifier, depth + 1) for r in returns
+    )
+
+
 def argument_sinks(tree: ast.Module, classifier: Classifier, found: list[Sink]) -> list[Sink]:
     """Arguments passed to a helper that puts them in a prompt (see ``_parameter_sinks``).
 
@@ -362,7 +473,7 @@ def argument_sinks(tree: ast.Module, classifier: Classifier, found: list[Sink]) 
         if not isinstance(node, ast.Call) or not (node.args or node.keywords):
             continue
         values = list(node.args) + [k.value for k in node.keywords]
-        if not any(_is_text_expr(v, index) for v in values):
+        if not any(_is_text_expr(v, index) or _returns_text(v, classifier) for v in values):
             continue  # only text built here can be prompt text passed on
         fdef, is_method = classifier._callee(node)
         if fdef is None:
@@ -403,6 +514,16 @@ class Place:
     until_next: int | None = None
     """Known tokens after the hole up to the next value that changes at least as often
     (``None`` when there is none, or unknown-size text lies between them)."""
+    short_after: int = 0
+    """How many of ``unknown_after`` are named like a short value (a timezone, a name,
+    an id: at most ``SHORT_VALUE_TOKENS`` each)."""
+
+    @property
+    def after_at_most(self) -> int | None:
+        """An upper bound of what follows the hole (``None``: unbounded text follows)."""
+        if len(self.unknown_after) > self.short_after:
+            return None
+        return self.after + SHORT_VALUE_TOKENS * self.short_after
 
     @property
     def exact(self) -> bool:
@@ -420,9 +541,10 @@ class Place:
             return Position.EARLY
         if self.masked_late:
             return Position.LATE
-        if not self.unknown_after and b_lo > self.after:
-            return Position.LATE if self.after < LATE_TAIL_TOKENS else Position.MIDDLE
-        if self.prompt_before and not self.unknown_after and self.after < LATE_TAIL_TOKENS:
+        a_hi = self.after_at_most
+        if a_hi is not None and b_lo > a_hi:
+            return Position.LATE if a_hi < LATE_TAIL_TOKENS else Position.MIDDLE
+        if self.prompt_before and a_hi is not None and a_hi < LATE_TAIL_TOKENS:
             # `f"{base_prompt}{runtime_context}"`: a short tail appended to a whole prompt
             # passed in (a name that says it is prompt text), whatever its size.
             return Position.LATE
@@ -723,7 +845,8 @@ def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | 
         # A message: what precedes it (system, tools, history) is cached; what follows the
         # value inside the message is not, so the value's place in the message decides,
         # and a short tail (under one cache increment) is late.
-        if not place.unknown_after and place.after < LATE_TAIL_TOKENS:
+        a_hi = place.after_at_most
+        if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
             return Position.LATE, place
         band = place.band()
         return (band, place) if band is not None else (Position.MIDDLE, place)
@@ -752,7 +875,7 @@ def _lint_tree(
     if breakpoints:
         mode = "breakpoints"
     run = _ModuleLint(index, encoding, mode)
-    sinks = index.memo["sinks"] = find_sinks(tree)
+    sinks = index.memo["sinks"] = find_sinks(tree, project)
     sinks = sinks + argument_sinks(tree, run.classifier, sinks)
     for sink in sinks:
         run.lint_sink(sink)
@@ -794,7 +917,9 @@ class _ModuleLint:
 
     def lint_sink(self, sink: Sink) -> None:
         segments = self.render(sink)
-        if sink.slot != "tools" and not _builds_text(sink.value, segments, self.index):
+        if sink.slot != "tools" and not _builds_text(
+            sink.value, segments, self.index, self.classifier
+        ):
             return
         skeleton, holes = Rendered(segments).skeleton()
         tm = TextMap(skeleton, self.encoding)
@@ -821,6 +946,9 @@ class _ModuleLint:
                     h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[:i]
                 ),
                 until_next=until_next,
+                short_after=sum(
+                    1 for h, _s, _e in holes[i + 1 :] if h.sample is None and _short_value(h.node)
+                ),
             )
             if self.lint_hole(sink, hole, start, place) and first_volatile is None:
                 first_volatile = (place.before, place.unknown_before)

@@ -166,13 +166,14 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
         orig = next((ln for ln in source.splitlines() if ln.strip()), "")
         ded = next((ln for ln in dedented.splitlines() if ln.strip()), "")
         removed = (len(orig) - len(orig.lstrip(" \t"))) - (len(ded) - len(ded.lstrip(" \t")))
-        text = "async def _fragment():\n" + textwrap.indent(dedented, "    ")
+        text = _fragment_header(dedented) + textwrap.indent(dedented, "    ")
         line_shift, col_shift = 1, removed - 4
-    elif _code_indent(source) > 0:
+    elif (indent := _code_indent(source)) > 0:
         # A function body whose multi-line strings hold lines at column 0 (a prompt's
         # text): dedenting sees no common indent, but the code lines are all indented.
-        # The body goes under a function header as it is, strings untouched.
-        text, line_shift = "async def _fragment():\n" + source, 1
+        # The body goes under a header as it is, strings untouched.
+        base = "\n".join(ln[indent:] for ln in source.splitlines() if _indent(ln) == indent)
+        text, line_shift = _fragment_header(base) + source, 1
     lines = text.splitlines(keepends=True)
     blanked: set[int] = set()
     for _ in range(MAX_REPAIRS):
@@ -246,6 +247,22 @@ def _close_at_end(lines: list[str]) -> list[str] | None:
             continue
         return candidate.splitlines(keepends=True)
     return None
+
+
+_METHOD = re.compile(r"^(?:async\s+)?def\s+\w+\s*\(\s*(?:self|cls)\b", re.MULTILINE)
+_FUNCTION_ONLY = re.compile(r"^(?:return|await|yield|async\s+(?:with|for))\b", re.MULTILINE)
+
+
+def _fragment_header(dedented: str) -> str:
+    """The header an indented fragment is read under: a class for a cut-out class body.
+
+    Methods (``def name(self, ...)``) at the fragment's own level say it is the body of a
+    class whose header was cut off: read as one, ``self.name(...)`` and ``self.field``
+    resolve to its methods and fields. Anything else is read as a function body.
+    """
+    if _METHOD.search(dedented) and not _FUNCTION_ONLY.search(dedented):
+        return "class _Fragment:\n"
+    return "async def _fragment():\n"
 
 
 def _code_indent(source: str) -> int:

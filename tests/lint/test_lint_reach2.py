@@ -6,6 +6,7 @@ multi-line prompt holds lines at column 0, a volatile value followed only by a s
 and another value that changes as often, a parameter named like a standard-library module.
 """
 
+import ast
 import textwrap
 
 from pipecat_fast.lint import Position, Severity, lint_python_source
@@ -155,3 +156,150 @@ def test_a_parameter_named_like_a_module_is_not_that_module():
     """.replace("{BODY}", BODY)
     (f,) = volatile(lint(module), "CB102")
     assert f.severity is Severity.ERROR
+
+
+def test_what_a_function_named_like_a_prompt_returns_is_that_prompt():
+    code = f"""
+    import datetime
+
+    TEMPLATE = "# Basics\\nBe brief.\\n{{extra}}\\n{BODY}"
+
+    class News:
+        def make_system_prompt(self) -> str:
+            now = datetime.datetime.now().strftime("%H:%M")
+            return TEMPLATE.format(extra=f"It is {{now}}.")
+    """
+    (f,) = volatile(lint(code), "CB101")
+    assert f.severity is Severity.ERROR and "make_system_prompt()" in f.message
+
+
+def test_a_prompt_function_called_in_view_is_graded_where_its_result_goes():
+    # Called in view, the caller binds its parameters: the date is the tail there.
+    code = f"""
+    def final_prompt(base, today):
+        return f"{{base}}\\nToday is {{today}}."
+
+    def start(base):
+        system_prompt = final_prompt(base, "2026-01-01")
+    """
+    assert [f for f in lint(code) if f.rule == "CB101"] == []
+    uncalled = code.replace("    def start(base):\n        system_prompt = final_prompt", "#")
+    (f,) = volatile(lint(uncalled), "CB101")  # out of view, the parameter's name tells
+    assert f.severity is Severity.INFO  # and it sits at the end
+
+
+def test_a_prompt_named_arrow_function_member_returns_the_prompt():
+    code = (
+        "function stamp() {\n  const now = new Date();\n"
+        "  return `Time: ${now.toLocaleTimeString('en-US', {hour: 'numeric', minute: '2-digit'})}\\n`;\n"
+        "}\n"
+        f"const modes = {{ notes: {{ getPrompt: () => stamp() + `{BODY}` }} }};\n"
+    )
+    (f,) = volatile(lint_js_source(code, "modes.ts"), "CB101")
+    assert f.severity >= Severity.WARNING and "getPrompt()" in f.message
+
+
+def test_locale_options_say_how_often_a_javascript_time_changes():
+    from pipecat_fast.lint.js_source import js_to_python
+
+    def fmt(options):
+        tree = js_to_python(f"const t = new Date().toLocaleTimeString('en-US'{options});")
+        return ast.unparse(tree.body[-1].value.args[0])
+
+    assert fmt("") == "'%I:%M:%S %p'"  # the default shows seconds
+    assert fmt(", {hour: 'numeric', minute: '2-digit'}") == "'%H %M'"
+    assert fmt(", {timeStyle: 'short'}") == "'%H %M'"
+
+
+def test_keyword_arguments_gathered_by_kwargs_reach_the_template():
+    code = f"""
+    class Prompts:
+        tpl = "# Rules\\n{{messages}}\\n" + "{BODY}"
+
+        def next_system(self, call):
+            return self._messages(self._format(self.tpl, messages=dump(call.messages)))
+
+        def _format(self, prompt_tpl, **kwargs):
+            text = prompt_tpl.format(**kwargs).strip()
+            text = " ".join(
+                [line.strip() for line in text.splitlines()]
+            )
+            return text
+
+        def _messages(self, system):
+            return [SystemMessage(content="Shared rules."), SystemMessage(content=system)]
+    """
+    found = [f for f in volatile(lint(code), "CB105") if f.severity >= Severity.WARNING]
+    # The transcript passed as `messages=` ends up in the system message, at the call.
+    assert [f.line for f in found] == [6]
+
+
+def test_an_assignment_spread_over_lines_reads_the_previous_value():
+    code = f"""
+    def build(caller_name):
+        body = f"Caller: {{caller_name}}. {BODY}"
+        body = " ".join(
+            body.split()
+        )
+        system_prompt = body
+    """
+    (f,) = volatile(lint(code), "CB103")
+    assert f.severity is Severity.WARNING  # inside a join whose layout is not followed
+
+
+def test_a_cut_out_class_body_resolves_its_own_methods_and_fields():
+    fragment = f'''
+    greeting_tpl: str = """You greet {{{{name}}}}."""
+
+    def greet(self, caller_name):
+        return self._wrap(f"Caller: {{caller_name}}. {BODY}")
+
+    def _wrap(self, text):
+        return [{{"role": "system", "content": text}}]
+'''
+    (f,) = volatile(lint_python_source(fragment), "CB103")
+    assert f.severity is Severity.ERROR and "_wrap()" in f.message
+
+
+def test_a_prompt_loaded_at_run_time_is_the_prompt_not_fetched_content():
+    code = f"""
+    async def load(agent_id, caller_name):
+        config = await fetch_agent_config(agent_id)
+        system_prompt = config["system_prompt"] + "{BODY}"
+        other_prompt = f"Article: {{await fetch_article(agent_id)}} {BODY}"
+    """
+    found = volatile(lint(code), "CB104")
+    # Only the article is content fetched into a prompt; the agent's own prompt is not.
+    assert [f.extra["sink"] for f in found] == ["`other_prompt`"]
+
+
+def test_a_short_value_after_a_late_date_keeps_it_late():
+    code = """
+    def final(base_prompt, today, timezone):
+        system_prompt = f"{base_prompt}\\nToday is {today} in the {timezone} timezone."
+    """
+    (f,) = volatile(lint(code), "CB101")
+    assert f.position is Position.LATE and f.severity is Severity.INFO
+    # A value of unknown size named like prompt text after it is not short.
+    long_tail = code.replace("{timezone} timezone.", "{timezone} timezone. {extra_rules}")
+    (f,) = volatile(lint(long_tail), "CB101")
+    assert f.severity is Severity.WARNING
+
+
+def test_a_name_is_not_guessed_from_when_its_text_is_built_in_view():
+    code = f"""
+    _subs = {{}}
+
+    def apply(text):
+        for key, value in _subs.items():
+            text = text.replace(key, value)
+        return text
+
+    def build_prompt():
+        return apply("\\n\\n".join([open("a.md").read(), "{BODY}"]))
+
+    def start():
+        messages = [{{"role": "system", "content": build_prompt()}}]
+    """
+    # `text` would read as what the caller just said; here it is the joined files.
+    assert volatile(lint(code), "CB105") == []
