@@ -175,9 +175,9 @@ def test_what_a_function_named_like_a_prompt_returns_is_that_prompt():
 
 def test_a_prompt_function_called_in_view_is_graded_where_its_result_goes():
     # Called in view, the caller binds its parameters: the date is the tail there.
-    code = f"""
+    code = """
     def final_prompt(base, today):
-        return f"{{base}}\\nToday is {{today}}."
+        return f"{base}\\nToday is {today}."
 
     def start(base):
         system_prompt = final_prompt(base, "2026-01-01")
@@ -191,7 +191,8 @@ def test_a_prompt_function_called_in_view_is_graded_where_its_result_goes():
 def test_a_prompt_named_arrow_function_member_returns_the_prompt():
     code = (
         "function stamp() {\n  const now = new Date();\n"
-        "  return `Time: ${now.toLocaleTimeString('en-US', {hour: 'numeric', minute: '2-digit'})}\\n`;\n"
+        "  const t = now.toLocaleTimeString('en-US', {hour: 'numeric', minute: '2-digit'});\n"
+        "  return `Time: ${t}\\n`;\n"
         "}\n"
         f"const modes = {{ notes: {{ getPrompt: () => stamp() + `{BODY}` }} }};\n"
     )
