@@ -345,3 +345,103 @@ class PauseTracker:
         """Forget everything (a new stream)."""
         self.silence_s = 0.0
         self.heard_speech = False
+
+
+# -- when to ask the turn model early ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AskVerdict:
+    """Run the turn model now on the audio so far, for pause number ``pause``."""
+
+    pause: int
+
+
+class EarlyVerdictSchedule:
+    """When the early turn verdict is asked, and whether its answer still counts.
+
+    The model is asked once per pause, as soon as the caller has been silent ``ask_at_s`` (the
+    silence the VAD's per-frame confidence shows, inside its stop window), with **at most one
+    inference in flight**: on a busy CPU a second one would only slow the first. A pause that
+    reaches ``ask_at_s`` while an inference for an earlier, voided pause still runs is asked as
+    soon as that one returns (if the caller is still silent). Speech again (any speech frame,
+    with or without a VAD frame) voids the pause: an answer for it no longer counts.
+
+    At the VAD's stop, an inference still running for the pause that led to it is **waited
+    for rather than repeated** (:meth:`waits_at_stop`): it started earlier on the same speech
+    and the caller has stayed silent since, so the wrapped analyzer asking the model again would
+    only finish later and compete with it for the CPU. A complete answer confirms the turn; an
+    incomplete one hands the stop to the wrapped analyzer, which asks the model again with the
+    whole stop window of silence, as Pipecat does.
+
+    Args:
+        ask_at_s: The silence (s) at which the model is asked.
+
+    Attributes:
+        pause: The current pause's number (changes whenever the caller speaks again or the
+            turn ends).
+        asked: Inferences asked so far (the CPU this spends).
+    """
+
+    def __init__(self, ask_at_s: float):
+        bad = isinstance(ask_at_s, bool) or not isinstance(ask_at_s, int | float)
+        if bad or ask_at_s <= 0:
+            raise ValueError(f"ask_at_s must be a number > 0, got {ask_at_s!r}")
+        self.ask_at_s = float(ask_at_s)
+        self.pause = 0
+        self.asked = 0
+        self._paused = False  # the silence reached ask_at_s in this pause
+        self._asked_pause: int | None = None  # the pause the model was last asked for
+        self._running: int | None = None  # the pause of the inference in flight
+
+    @property
+    def running(self) -> bool:
+        """Whether an inference is in flight."""
+        return self._running is not None
+
+    def silence(self, silence_s: float) -> tuple[list[AskVerdict], bool]:
+        """The caller has been silent ``silence_s`` (0 while speaking), while in a turn.
+
+        Returns the asks to start now and whether a pause that had reached ``ask_at_s`` just
+        ended (its verdict is void).
+        """
+        if silence_s <= 0.0:
+            ended = self._paused
+            if ended:
+                self._paused = False
+                self.pause += 1
+            return [], ended
+        if silence_s + 1e-9 < self.ask_at_s:
+            return [], False
+        self._paused = True
+        if self._asked_pause == self.pause or self._running is not None:
+            return [], False
+        self._asked_pause = self._running = self.pause
+        self.asked += 1
+        return [AskVerdict(self.pause)], False
+
+    def answered(self, pause: int) -> bool:
+        """The inference for ``pause`` returned; whether its answer still counts."""
+        if self._running == pause:
+            self._running = None
+        return pause == self.pause and self._paused
+
+    def waits_at_stop(self) -> bool:
+        """At the VAD's stop: wait for the inference in flight instead of asking again."""
+        return self._running is not None and self._running == self.pause and self._paused
+
+    def vad_stopped(self) -> None:
+        """The VAD stopped: the wrapped analyzer answers for this pause from now on."""
+        self._asked_pause = self.pause
+
+    def speech_started(self) -> None:
+        """The VAD heard speech (a new segment): what was asked before is void."""
+        self._void()
+
+    def turn_stopped(self) -> None:
+        """The turn ended: an inference still running belongs to the ended turn."""
+        self._void()
+
+    def _void(self) -> None:
+        self._paused = False
+        self.pause += 1

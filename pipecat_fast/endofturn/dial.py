@@ -7,6 +7,8 @@ A support line wants the agent in fast; a counselling line cannot keep cutting p
 - the turn analyzer's threshold: Smart Turn v3's probability of *complete* above which the
   turn is over (Pipecat's own is 0.5);
 - the early-draft silence: the pause inside the stop window at which the reply is drafted;
+- the early-verdict silence: the pause at which Smart Turn is asked (sooner than the draft: the
+  model's inference has to fit inside the stop window, and a verdict costs no LLM compute);
 - the speculation budget: drafts one turn may start (early ones included).
 
 ``balanced`` is Pipecat's defaults plus the early draft; ``snappy`` answers sooner and bets
@@ -37,6 +39,8 @@ class Patience:
         early_silence_s: The pause (s) inside the stop window that starts a draft.
         speculation_budget: Drafts one turn may start.
         use: What it is for.
+        verdict_silence_s: The pause (s) inside the stop window at which Smart Turn's early
+            verdict is asked (one 32 ms Silero frame is the soonest the VAD can show a pause).
     """
 
     name: str
@@ -45,6 +49,7 @@ class Patience:
     early_silence_s: float
     speculation_budget: int
     use: str = ""
+    verdict_silence_s: float = 0.032
 
     def __post_init__(self):
         if not 0.05 <= self.vad_stop_secs <= 2.0:
@@ -56,6 +61,11 @@ class Patience:
                 f"early_silence_s must be in (0, vad_stop_secs={self.vad_stop_secs}), "
                 f"got {self.early_silence_s}"
             )
+        if not 0.0 < self.verdict_silence_s < self.vad_stop_secs:
+            raise ValueError(
+                f"verdict_silence_s must be in (0, vad_stop_secs={self.vad_stop_secs}), "
+                f"got {self.verdict_silence_s}"
+            )
         if self.speculation_budget < 1:
             raise ValueError(f"speculation_budget must be >= 1, got {self.speculation_budget}")
 
@@ -63,9 +73,9 @@ class Patience:
 PRESETS: dict[str, Patience] = {
     p.name: p
     for p in (
-        Patience("snappy", 0.15, 0.35, 0.06, 3, "support and booking lines: answer fast"),
-        Patience("balanced", 0.2, 0.5, 0.1, 2, "Pipecat's defaults, drafting at the pause"),
-        Patience("patient", 0.4, 0.7, 0.2, 1, "counselling, elderly callers: never cut in"),
+        Patience("snappy", 0.15, 0.35, 0.06, 3, "support and booking lines: answer fast", 0.032),
+        Patience("balanced", 0.2, 0.5, 0.1, 2, "Pipecat's defaults, drafting at the pause", 0.032),
+        Patience("patient", 0.4, 0.7, 0.2, 1, "counselling, elderly callers: never cut in", 0.2),
     )
 }
 
@@ -126,7 +136,7 @@ def patience_stop_strategy(
         TurnAnalyzerUserTurnStopStrategy(turn_analyzer=analyzer),
         pauses=vad if early_verdict else None,
         early_analyzer=smart_turn_v3_with_threshold(p.turn_threshold) if early_verdict else None,
-        early_silence_s=p.early_silence_s if early_verdict else None,
+        early_silence_s=p.verdict_silence_s if early_verdict else None,
     )
     return DraftAndHoldUserTurnStopStrategy(
         confirm,

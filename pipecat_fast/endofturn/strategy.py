@@ -20,7 +20,9 @@ Given the VAD's :class:`~pipecat_fast.endofturn.PauseTap`, a Smart Turn analyzer
 turn's audio so far (the segment Pipecat's analyzer would take: from ``pre_speech_ms`` before
 the speech started, at most ``max_duration_secs``); a *complete* verdict there confirms the turn
 at the VAD's stop, without waiting for the model again (see
-:meth:`~pipecat_fast.endofturn.core.EarlyConfirm.early_verdict`).
+:meth:`~pipecat_fast.endofturn.core.EarlyConfirm.early_verdict`). One inference runs at a time,
+and the VAD's stop waits for one still running for its pause instead of having the wrapped
+analyzer run a second (:class:`~pipecat_fast.endofturn.core.EarlyVerdictSchedule`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from pipecat_fast.endofturn.core import (
     Confirm,
     Decision,
     EarlyConfirm,
+    EarlyVerdictSchedule,
     LateFinal,
 )
 from pipecat_fast.endofturn.readers import read_frame
@@ -130,7 +133,9 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
             analyzer's verdict at a pause inside the VAD's stop window.
         early_analyzer: A Smart Turn analyzer of its own for that verdict (not the wrapped
             strategy's: its buffer is left alone), e.g. ``LocalSmartTurnAnalyzerV3()``.
-        early_silence_s: The pause (s) at which the early verdict is taken.
+        early_silence_s: The pause (s) at which the early verdict is taken: as early as the
+            first silent VAD frame (0.032 s with Silero), so the inference fits inside the stop
+            window.
         **kwargs: Passed to ``BaseUserTurnStopStrategy``.
 
     Attributes:
@@ -171,10 +176,14 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         self._eot_rate = 16000
         self._eot_speaking = False
         self._eot_speech_start: float | None = None  # clock s the turn's speech started
-        self._eot_pause = 0  # which pause the early verdict belongs to
-        self._eot_paused = False
+        self._eot_schedule = (
+            EarlyVerdictSchedule(early_silence_s) if early_silence_s is not None else None
+        )
         self._eot_task: asyncio.Task | None = None
         self._eot_reported_pause = 0
+        self._eot_answer: tuple[float, float] | None = None  # (probability, ms) counting now
+        self._eot_asked_reported = 0
+        self._eot_waiting = False
 
     @property
     def core(self) -> EarlyConfirm:
@@ -185,6 +194,16 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
     def confirmations(self) -> dict[str, int]:
         """Per proof, the turns confirmed early."""
         return dict(self._eot_core.confirmations)
+
+    @property
+    def waiting_at_stop(self) -> bool:
+        """Whether the VAD's stop is waiting for the early verdict in flight right now."""
+        return self._eot_waiting
+
+    @property
+    def early_asks(self) -> int:
+        """Early verdicts asked so far (each one Smart Turn inference)."""
+        return self._eot_schedule.asked if self._eot_schedule is not None else 0
 
     @property
     def late_finals(self) -> int:
@@ -201,7 +220,9 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         self._eot_core.turn_stopped(by_us=self._eot_confirming)
         self._eot_confirming = False
         self._eot_speech_start = None
-        self._eot_pause += 1  # an early verdict still running belongs to the ended turn
+        if self._eot_schedule is not None:
+            self._eot_schedule.turn_stopped()  # a verdict still running belongs to the ended turn
+        self._eot_answer = None
         await super().handle_user_turn_stopped()
 
     async def cleanup(self):
@@ -241,38 +262,75 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         return audio[-int(longest * self._eot_rate) :]
 
     async def _eot_watch_pause(self) -> None:
-        pauses, early = self._eot_pauses, self._eot_early_s
-        if pauses is None or early is None or not self._eot_speaking:
+        schedule = self._eot_schedule
+        if schedule is None or not self._eot_speaking:
             return
-        silence = pauses.silence_s
-        if not self._eot_paused and silence >= early:
-            self._eot_paused = True
-            audio = self._eot_segment()
-            if len(audio):
-                pause = self._eot_pause
-                self._eot_task = self.task_manager.create_task(
-                    self._eot_early_verdict(audio, pause), f"{self}::early_verdict"
-                )
-        elif self._eot_paused and silence == 0.0:
-            self._eot_paused = False
-            self._eot_pause += 1
+        asks, ended = schedule.silence(self._eot_pauses.silence_s)
+        if ended:
+            self._eot_answer = None
             self._eot_core.pause_ended()
+        for ask in asks:
+            audio = self._eot_segment()
+            if not len(audio):
+                schedule.answered(ask.pause)
+                continue
+            self._eot_task = self.task_manager.create_task(
+                self._eot_early_verdict(audio, ask.pause), f"{self}::early_verdict"
+            )
 
     async def _eot_early_verdict(self, audio: np.ndarray, pause: int) -> None:
         loop = asyncio.get_running_loop()
+        schedule = self._eot_schedule
+        assert schedule is not None
+        asked = time.perf_counter()
         try:
             complete, probability = await loop.run_in_executor(
                 None, smart_turn_predict, self._eot_early_model, audio
             )
         except Exception as e:  # fail open: the VAD's stop asks the analyzer as usual
+            schedule.answered(pause)
             self._eot_log.warning(f"the early turn verdict failed ({e}); not used", key="early")
             return
-        if pause != self._eot_pause:
-            return  # the caller spoke again (or the turn ended) meanwhile
-        await self.push_frame(
-            TTFAAnnotationFrame(fields={"eot_early_probability": round(probability, 3)})
-        )
+        except BaseException:
+            schedule.answered(pause)
+            raise
+        took_ms = (time.perf_counter() - asked) * 1000
+        if not schedule.answered(pause):
+            # The caller spoke again (or the turn ended) meanwhile: void. A pause that came
+            # while this ran is asked now.
+            await self._eot_watch_pause()
+            return
+        self._eot_answer = (probability, took_ms)
         await self._apply(self._eot_core.early_verdict(complete))
+
+    async def _eot_vad_stopped(self) -> None:
+        """At the VAD's stop: wait for the early verdict in flight rather than ask again."""
+        schedule = self._eot_schedule
+        if schedule is None:
+            return
+        waited_ms = 0.0
+        task = self._eot_task
+        if schedule.waits_at_stop() and task is not None and not task.done():
+            began = time.perf_counter()
+            self._eot_waiting = True
+            try:
+                await asyncio.wait({task})
+            finally:
+                self._eot_waiting = False
+            waited_ms = (time.perf_counter() - began) * 1000
+        schedule.vad_stopped()
+        fields: dict[str, Any] = {}
+        if self._eot_answer is not None:
+            probability, took_ms = self._eot_answer
+            fields["eot_early_probability"] = round(probability, 3)
+            fields["eot_early_model_ms"] = round(took_ms, 1)
+        asks = schedule.asked - self._eot_asked_reported
+        self._eot_asked_reported = schedule.asked
+        await self.push_frame(
+            TTFAAnnotationFrame(
+                fields=fields, add={"eot_early_asks": asks, "eot_stop_wait_ms": waited_ms}
+            )
+        )
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult | None:
         """Feed the core; let the wrapped strategy decide; confirm early when proven."""
@@ -286,11 +344,14 @@ class CompleteTranscriptUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         elif isinstance(frame, VADUserStartedSpeakingFrame):
             core.speech_started()
             self._eot_confirming = False
-            self._eot_speaking, self._eot_paused = True, False
-            self._eot_pause += 1
+            self._eot_speaking = True
+            self._eot_answer = None
+            if self._eot_schedule is not None:
+                self._eot_schedule.speech_started()
             if self._eot_speech_start is None:
                 self._eot_speech_start = max(0.0, core.clock_s - frame.start_secs)
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
+            await self._eot_vad_stopped()
             self._eot_speaking = False
             decisions += core.speech_stopped(frame.stop_secs)
         elif isinstance(frame, TranscriptionFrame | InterimTranscriptionFrame):

@@ -5,9 +5,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipecat_fast.endofturn.core import (
+    AskVerdict,
     ClockUnreliable,
     Confirm,
     EarlyConfirm,
+    EarlyVerdictSchedule,
     LateFinal,
     PauseTracker,
     STTResult,
@@ -403,3 +405,72 @@ def test_after_the_stop_an_early_verdict_counts_only_before_the_analyzers_own():
     stopped_after(other, 0.0)
     assert other.verdict(False) == []
     assert other.early_verdict(True) == []  # the stop's own verdict said incomplete
+
+
+# -- when the early verdict is asked ----------------------------------------------------------
+
+FRAME_S = 0.032  # one Silero frame
+
+
+def test_the_model_is_asked_once_per_pause_at_the_configured_silence():
+    plan = EarlyVerdictSchedule(FRAME_S)
+    assert plan.silence(0.0) == ([], False)
+    assert plan.silence(0.02) == ([], False)  # not yet
+    assert plan.silence(FRAME_S) == ([AskVerdict(0)], False)
+    assert plan.silence(2 * FRAME_S) == ([], False)  # once per pause, even after it returned
+    assert plan.answered(0) is True  # the caller is still silent: its answer counts
+    assert plan.silence(3 * FRAME_S) == ([], False)
+    assert plan.asked == 1
+
+
+def test_speech_again_voids_the_pause_and_its_answer():
+    plan = EarlyVerdictSchedule(FRAME_S)
+    plan.silence(FRAME_S)
+    assert plan.silence(0.0) == ([], True)  # the pause ended: its verdict is void
+    assert plan.answered(0) is False
+    assert plan.silence(FRAME_S) == ([AskVerdict(1)], False)  # a new pause, a new ask
+    assert plan.answered(1) is True
+
+
+def test_at_most_one_inference_runs_and_a_pause_waiting_for_it_is_asked_when_it_returns():
+    plan = EarlyVerdictSchedule(FRAME_S)
+    plan.silence(FRAME_S)  # pause 0 asked
+    plan.silence(0.0)  # the caller goes on while it runs
+    assert plan.silence(FRAME_S) == ([], False)  # pause 1: the CPU is still busy with pause 0
+    assert plan.running
+    assert plan.answered(0) is False  # void, but the slot is free now
+    assert plan.silence(2 * FRAME_S) == ([AskVerdict(1)], False)
+    assert plan.asked == 2
+
+
+def test_the_stop_waits_only_for_an_inference_of_the_pause_that_led_to_it():
+    plan = EarlyVerdictSchedule(FRAME_S)
+    plan.silence(FRAME_S)
+    assert plan.waits_at_stop()  # asked in this pause, still running: wait, do not repeat
+    plan.answered(0)
+    assert not plan.waits_at_stop()  # back already
+    other = EarlyVerdictSchedule(FRAME_S)
+    other.silence(FRAME_S)
+    other.silence(0.0)
+    other.silence(FRAME_S)  # blocked behind the void one
+    assert not other.waits_at_stop()  # what runs is for a pause that is over
+    other.speech_started()
+    assert not other.waits_at_stop()
+
+
+def test_after_the_vads_stop_nothing_more_is_asked():
+    plan = EarlyVerdictSchedule(FRAME_S)
+    plan.silence(FRAME_S)
+    plan.silence(0.0)
+    plan.silence(FRAME_S)  # blocked: pause 0's inference is running
+    plan.vad_stopped()  # the wrapped analyzer answers for this pause
+    plan.answered(0)
+    assert plan.silence(0.3) == ([], False)
+    plan.turn_stopped()
+    assert plan.answered(1) is False  # a late answer belongs to the ended turn
+
+
+def test_schedule_settings_are_checked():
+    for bad in (0, -0.1, True, "0.1"):
+        with pytest.raises(ValueError):
+            EarlyVerdictSchedule(bad)

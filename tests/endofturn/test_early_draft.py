@@ -216,3 +216,80 @@ def test_early_verdict_settings_are_checked():
             early_analyzer=ScriptedTurnModel(),
             early_silence_s=0.3,
         )
+
+
+class HeldTurnModel(ScriptedTurnModel):
+    """An early analyzer whose inference runs until the test lets it finish."""
+
+    def __init__(self, complete=True):
+        super().__init__(complete)
+        import threading
+
+        self.release = threading.Event()
+
+    def _predict_endpoint(self, audio):
+        self.audio.append(audio)
+        assert self.release.wait(10.0), "never released"
+        return {"prediction": 1 if self.complete else 0, "probability": 0.97}
+
+
+def _let_go(model):
+    def condition():
+        model.release.set()
+        return True
+
+    return Until(condition, what="the inference finished")
+
+
+@pytest.mark.parametrize("complete", [True, False])
+async def test_the_vads_stop_waits_for_the_early_verdict_in_flight_instead_of_asking_again(
+    complete,
+):
+    """One inference, not two: the verdict asked at the first silent frame is still running at
+    the VAD's stop. The stop waits for it; complete, it confirms and the wrapped analyzer is
+    never asked; incomplete, the wrapped analyzer is asked then (once), as Pipecat would."""
+    from pipecat_fast.endofturn import CompleteTranscriptUserTurnStopStrategy
+
+    vad = tap([0.9] * 10 + [0.1] * 8)  # the VAD stops on the 7th silent frame
+    model = HeldTurnModel(complete=complete)
+    inner = analyzer_strategy()
+    confirm = CompleteTranscriptUserTurnStopStrategy(
+        inner, pauses=vad, early_analyzer=model, early_silence_s=0.032
+    )
+    side = UserSide(confirm, vad_analyzer=vad)
+    frames = [p99(30.0), *vad_frames(8), final("Book it for Tuesday.", 0.0, 0.26)]
+    frames += [*vad_frames(3), Until(lambda: model.audio, what="asked at the first silent frame")]
+    frames += [*vad_frames(5), Until(lambda: confirm.waiting_at_stop, what="the stop waits")]
+    frames += [_let_go(model), *vad_frames(1)]
+    frames += [Until(lambda: side.recorder.stops(), what="confirmed")]
+    await side.run(*frames)
+    assert len(model.audio) == 1 and confirm.early_asks == 1
+    assert inner._turn_analyzer.asked == (0 if complete else 1)
+    assert confirm.core.early_verdicts == (1 if complete else 0)
+    seen = side.recorder.seen
+    assert index_of(seen, VADUserStoppedSpeakingFrame) < index_of(seen, UserStoppedSpeakingFrame)
+
+
+async def test_speech_while_the_early_verdict_runs_voids_it_and_the_next_pause_waits_its_turn():
+    """At most one inference in flight: a verdict for a pause the caller talked through is
+    discarded, and the next pause is asked only once it returned."""
+    from pipecat_fast.endofturn import CompleteTranscriptUserTurnStopStrategy
+
+    vad = tap([0.9] * 8 + [0.1] * 2 + [0.9] * 4 + [0.1] * 8)
+    model = HeldTurnModel(complete=True)
+    inner = analyzer_strategy([False])
+    confirm = CompleteTranscriptUserTurnStopStrategy(
+        inner, pauses=vad, early_analyzer=model, early_silence_s=0.032
+    )
+    side = UserSide(confirm, vad_analyzer=vad)
+    frames = [p99(30.0), *vad_frames(8), final("I want", 0.0, 0.2)]
+    frames += [*vad_frames(1), Until(lambda: model.audio, what="asked at the short pause")]
+    frames += [*vad_frames(5), final("to book it.", 0.2, 0.45), *vad_frames(1)]  # silent again
+    frames += [Until(lambda: confirm.early_asks == 1, what="no second inference yet")]
+    frames += [_let_go(model), Until(lambda: confirm.early_asks == 2, what="asked again")]
+    frames += [*vad_frames(7), Until(lambda: side.recorder.stops(), what="confirmed")]
+    await side.run(*frames)
+    assert len(model.audio) == 2
+    assert inner._turn_analyzer.asked == 0  # the second, complete verdict confirmed at the stop
+    assert confirm.core.early_verdicts == 1
+    assert side.user_messages() == ["I want to book it."]
