@@ -237,6 +237,9 @@ class HttpEmulator:
     """
 
     max_body_bytes = 64 * 1024 * 1024
+    shutdown_timeout_s = 60.0
+    """How long :meth:`stop` lets requests still being handled finish before it cancels
+    them (aiohttp's default)."""
 
     def __init__(self, *, port: int = 0):
         self._port = port
@@ -255,7 +258,7 @@ class HttpEmulator:
         """Bind and serve."""
         app = web.Application(client_max_size=self.max_body_bytes)
         self.routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.shutdown_timeout_s)
         await self._runner.setup()
         sock = bind_loopback(self._port)
         self._port = sock.getsockname()[1]
