@@ -501,6 +501,7 @@ def load_table(report: dict[str, Any]):
         "tokens/turn",
         "spec share",
         "yielded",
+        "cancelled d/c",
         "engine busy",
         "bench CPU",
     ):
@@ -529,6 +530,8 @@ def load_table(report: dict[str, Any]):
                 ms(f.get("computed_per_turn")),
                 r(f.get("speculative_share")),
                 yielded,
+                f"{f.get('prefills_cancelled_dispatched', 0)}/"
+                f"{f.get('prefills_cancelled_contended', 0)}",
                 r(f.get("engine_busy")),
                 r(f.get("bench_cpu")),
             )

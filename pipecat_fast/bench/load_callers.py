@@ -37,9 +37,11 @@ from pipecat.utils.types import NOT_GIVEN
 from pipecat_fast._pipecat import llm_client
 from pipecat_fast.bench.calls import tools_schema
 from pipecat_fast.bench.pipeline import BenchCall, Endpoints
-from pipecat_fast.load import EngineLoad, Kind, YieldConfig
+from pipecat_fast.load import CancelReason, CancelVerdict, EngineLoad, Kind, YieldConfig
 from pipecat_fast.prefill import DraftHold, OpenAIPrefill, PrefillConfig, PrefillPlanner
 from pipecat_fast.prefill.draft_core import Settled, StartDraft, Withdraw
+from pipecat_fast.prefill.processor import provider_speed
+from pipecat_fast.providers import cache_facts
 from pipecat_fast.stabilizer.core import PartialStabilizer
 from pipecat_fast.testing.deepgram_server import interim_events
 from pipecat_fast.testing.synth import plan_speech
@@ -79,6 +81,8 @@ class BackgroundTurn:
     drafts: int = 0
     drafts_yielded: int = 0
     drafts_discarded: int = 0
+    prefills_cancelled: dict[str, int] = field(default_factory=dict)
+    """Prefills cancelled in flight, by reason (``dispatched``, ``contended``)."""
 
 
 @dataclass
@@ -136,7 +140,10 @@ class BackgroundCaller:
         self.context = LLMContext(tools=tools_schema(call.tools) if call.tools else NOT_GIVEN)
         self.yield_config = YieldConfig(enabled=behaviour.yields)
         config = PrefillConfig(min_prompt_tokens=self.backend.min_prompt_tokens)
-        self.planner = PrefillPlanner(config)
+        # The speed (and whether the engine reads an unfinished prefill) pooled with every
+        # session on this provider, URL and model in the process, as the pipelines' prefills do.
+        self.planner = PrefillPlanner(config, provider_speed(self.backend))
+        self._cancel_reason: CancelReason | None = None
         self.result = BackgroundResult(caller=label, call=call.id)
         self._static: tuple[int, int] | None = None
         self._prefill_task: asyncio.Task | None = None
@@ -231,10 +238,15 @@ class BackgroundCaller:
                 confirmed_at = now
                 self.planner.stop_turn()
                 self.planner.request_dispatched(now)
+                await self._dispatched()
                 if draft is not None:
                     decisions = draft.inner_confirmed()
             for decision in decisions:
                 if isinstance(decision, StartDraft):
+                    # The draft is the turn's request sent early (the pipeline's prefill sees
+                    # its context frame as the request leaving).
+                    self.planner.request_dispatched(now)
+                    await self._dispatched()
                     self._start_draft(decision.text)
                 elif isinstance(decision, Withdraw):
                     await self._withdraw()
@@ -276,6 +288,7 @@ class BackgroundCaller:
                 drafts=settled.drafts if settled else 0,
                 drafts_yielded=settled.drafts_yielded if settled else 0,
                 drafts_discarded=settled.drafts_discarded if settled else 0,
+                prefills_cancelled=dict(account.cancelled),
             )
         )
         # The caller hears the reply, then speaks again after a short gap.
@@ -303,8 +316,42 @@ class BackgroundCaller:
             return
         tokens = await self._estimate(text)
         if planner.decide(words, tokens, now, engine_busy=self._busy(Kind.PREFILL)) is None:
-            self._prefill_handle = self.load.sent() if self.load is not None else None
+            self._cancel_reason = None
+            self._prefill_handle = (
+                self.load.sent(
+                    Kind.PREFILL,
+                    work_tokens=planner.in_flight_work_tokens,
+                    on_cancel=self._on_cancel,
+                    config=self.yield_config,
+                )
+                if self.load is not None
+                else None
+            )
             self._prefill_task = asyncio.create_task(self._prefill(text))
+
+    def _on_cancel(self, verdict: CancelVerdict) -> None:
+        """From the load probe: another caller's request contends with the prefill."""
+        task = self._prefill_task
+        if task is not None and not task.done() and self._cancel_reason is None:
+            self._cancel_reason = verdict.reason
+            task.cancel()
+
+    async def _dispatched(self) -> None:
+        """The turn's request leaves: cancel the prefill where the engine will not read it."""
+        task = self._prefill_task
+        if self.load is None or task is None or task.done():
+            return
+        provider = getattr(self.backend, "provider", None)
+        try:
+            fact = cache_facts(provider).reuses_unfinished if provider else None
+        except ValueError:
+            fact = None
+        verdict = self.load.dispatched(
+            self._prefill_handle, self.planner.speed.reuses_unfinished, fact
+        )
+        if verdict:
+            self._cancel_reason = verdict.reason
+            await self._cancel(task)
 
     async def _estimate(self, text: str) -> int:
         key = len(self.context.get_messages())
@@ -317,7 +364,9 @@ class BackgroundCaller:
         try:
             result = await asyncio.wait_for(self.backend.prefill(self.context, text), 10.0)
         except asyncio.CancelledError:
-            self.planner.cancelled()
+            reason = self._cancel_reason or CancelReason.ENDED
+            self._cancel_reason = None
+            self.planner.cancelled(str(reason))
             self.result.prefills_cancelled += 1
             raise
         except Exception as e:  # fail open, as the processor does
@@ -335,7 +384,7 @@ class BackgroundCaller:
 
     def _start_draft(self, text: str) -> None:
         if self.load is not None:
-            self._draft_handle = self.load.sent()
+            self._draft_handle = self.load.sent(Kind.DRAFT)
         self._draft_task = asyncio.create_task(self._stream(text))
 
     def _draft_done(self) -> None:

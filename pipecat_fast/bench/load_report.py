@@ -80,7 +80,8 @@ def summarize_load(
         turns: Full-pipeline turn rows (``config``, ``k``, ``slot`` = caller position,
             ``call``, ``repeat`` = round, ``turn``, ``ttfa_ms``, ``deliberate_pause``...).
         background: Background callers' turns (``config``, ``k``, ``reply_ms``, ``ttft_ms``,
-            ``prefills``, ``prefills_yielded``, ``drafts``, ``drafts_yielded``).
+            ``prefills``, ``prefills_yielded``, ``drafts``, ``drafts_yielded``,
+            ``prefills_cancelled`` by reason).
         requests: Metering-proxy records with ``config`` and ``k``.
         episodes: Per-episode monitors (``config``, ``k``, ``engine_busy``, ``waiting_mean``,
             ``bench_cpu``, ``loop_lag_p95_ms``, ``engine_cpu``).
@@ -120,6 +121,11 @@ def summarize_load(
                 "prefills_yielded": _sum(mine, "prefill_yielded") + _sum(bg, "prefills_yielded"),
                 "drafts": _sum(mine, "drafts") + _sum(bg, "drafts"),
                 "drafts_yielded": _sum(mine, "drafts_yielded") + _sum(bg, "drafts_yielded"),
+                **{
+                    f"prefills_cancelled_{why}": _sum(mine, f"prefill_cancelled_{why}")
+                    + int(sum((b.get("prefills_cancelled") or {}).get(why, 0) for b in bg))
+                    for why in ("dispatched", "contended")
+                },
                 "engine_busy": _mean(e.get("engine_busy") for e in eps),
                 "waiting_mean": _mean(e.get("waiting_mean") for e in eps),
                 "bench_cpu": _mean(e.get("bench_cpu") for e in eps),

@@ -1,6 +1,10 @@
 """Speculation that yields: the levers' speculative requests back off as the engine fills up."""
 
 from pipecat_fast.load.core import (
+    CancelReason,
+    CancelVerdict,
+    ComputeRate,
+    InFlightPrefill,
     Kind,
     LoadReading,
     ProbeState,
@@ -8,13 +12,22 @@ from pipecat_fast.load.core import (
     Reason,
     Verdict,
     YieldConfig,
+    cancel_on_dispatch,
+    contended,
     decide,
+    reuses_unfinished,
 )
 from pipecat_fast.load.probe import EngineLoad, parse_metrics, parse_slots
 
 __all__ = [
+    "cancel_on_dispatch",
+    "CancelReason",
+    "CancelVerdict",
+    "ComputeRate",
+    "contended",
     "decide",
     "EngineLoad",
+    "InFlightPrefill",
     "Kind",
     "LoadReading",
     "parse_metrics",
@@ -22,6 +35,7 @@ __all__ = [
     "ProbeState",
     "QueueEstimator",
     "Reason",
+    "reuses_unfinished",
     "Verdict",
     "YieldConfig",
 ]

@@ -23,10 +23,26 @@ process's own requests (:class:`QueueEstimator`), and back off as the load rises
   holds llama.cpp's metrics task) or the probe fails: the engine is busy or gone, and the stock
   path (no speculation) is the safe one.
 
+- ``busy`` also when this process's own speculative prefills still have ``cold_tokens`` or more
+  to compute (their remaining tokens, estimated from the compute rate measured on finished
+  ones): the reading shows a running prefill as one request, whatever work it has left.
+
 Otherwise the request may go (``idle``; ``unknown`` when nothing is known at all, which keeps the
 lever's one-caller behaviour; ``off`` when yielding is disabled). Drafts yield later than
 prefills by default: a draft that the turn confirms *is* the real request sent early, while a
 prefill is extra work whatever happens.
+
+A prefill that was allowed can stop paying off while it computes, and :func:`cancel_on_dispatch`
+and :func:`contended` say when to cancel it (:class:`CancelReason`):
+
+- ``dispatched``: the session's own real request left while the prefill still runs, and the
+  engine is known not to let a request read an unfinished prefill (a slotted engine such as
+  llama.cpp's server runs the real request in another slot and computes the prompt again, so
+  the two only slow each other down);
+- ``contended``: another caller's request started on the shared engine while the prefill still
+  has ``cold_tokens`` or more to compute: the engine's compute is shared by the requests it runs
+  at once, so the bet now costs that caller's turn (the compute is contended before the slots
+  are).
 """
 
 from __future__ import annotations
@@ -60,6 +76,17 @@ class Reason(StrEnum):
 ALLOWING = frozenset({Reason.OFF, Reason.UNKNOWN, Reason.IDLE})
 
 
+class CancelReason(StrEnum):
+    """Why a speculative prefill in flight was cancelled."""
+
+    ENDED = "ended"
+    """The session ended (hang-up, end of call) with it in flight."""
+    DISPATCHED = "dispatched"
+    """The session's real request left and the engine will not read the unfinished prefill."""
+    CONTENDED = "contended"
+    """Another caller's request started on the shared engine while it still computed."""
+
+
 @dataclass(frozen=True)
 class LoadReading:
     """One look at the engine's load.
@@ -89,12 +116,15 @@ class ProbeState:
         waiting_since_s: When the probe request now in flight was sent (s), or ``None``.
         sent_since_reading: Speculative requests this process sent after ``reading`` was
             taken and still in flight: the reading cannot count them yet.
+        prefill_tokens_in_flight: Prompt tokens this process's speculative prefills in flight
+            still have to compute (estimated).
     """
 
     reading: LoadReading | None = None
     failing: bool = False
     waiting_since_s: float | None = None
     sent_since_reading: int = 0
+    prefill_tokens_in_flight: int = 0
 
 
 @dataclass(frozen=True)
@@ -116,7 +146,15 @@ class YieldConfig:
         stale_s: A reading older than this, with the probe still waiting for the engine, means
             the engine is too busy to answer (or gone): speculative requests stop (s).
         cold_tokens: A prefill with at least this many prompt tokens to compute goes only
-            while the engine runs nothing else (small increments go while it has room).
+            while the engine runs nothing else (small increments go while it has room); no
+            prefill goes while this process's prefills in flight have this many left to
+            compute; and a prefill in flight with this many left is cancelled when another
+            caller's request starts (``cancel_contended``).
+        cancel_contended: Cancel a prefill still computing when another caller's request
+            starts on the engine (``contended``).
+        cancel_on_dispatch: Cancel the session's prefill when its real request leaves while
+            the prefill runs on an engine that does not reuse an unfinished prefill
+            (``dispatched``).
 
     Raises:
         ValueError: For a share outside (0, 1], a negative count or time.
@@ -130,6 +168,8 @@ class YieldConfig:
     max_queue_s: float = 0.25
     stale_s: float = 1.0
     cold_tokens: int = 256
+    cancel_contended: bool = True
+    cancel_on_dispatch: bool = True
 
     def __post_init__(self):
         for name in ("prefill_busy", "draft_busy"):
@@ -240,6 +280,13 @@ def _from_probe(
                 Reason.BUSY,
                 f"{projected} of {capacity} slots running ({kind.value}s stop at {share:.0%})",
             )
+    pending = max(0, probe.prefill_tokens_in_flight)
+    if kind is Kind.PREFILL and pending >= config.cold_tokens:
+        return Verdict(
+            False,
+            Reason.BUSY,
+            f"prefills in flight still have ~{pending} tokens to compute",
+        )
     cold = kind is Kind.PREFILL and work_tokens is not None and work_tokens >= config.cold_tokens
     if cold and projected >= 1:
         return Verdict(
@@ -308,3 +355,164 @@ class QueueEstimator:
         if len(recent) < self.min_samples:
             return None
         return max(0.0, median(recent))
+
+
+@dataclass(frozen=True)
+class InFlightPrefill:
+    """A speculative prefill this process has in flight (plain values).
+
+    Parameters:
+        sent_at_s: When it left (s, the probe's clock).
+        work_tokens: Prompt tokens it asked the engine to compute (beyond what the engine was
+            known to hold), estimated; ``None`` if unknown.
+        tokens_per_s: The engine's prompt compute rate measured on finished prefills, or
+            ``None``.
+        dispatched: The session's own real request has left since (the prefill now serves it,
+            or :func:`cancel_on_dispatch` already decided).
+    """
+
+    sent_at_s: float
+    work_tokens: int | None = None
+    tokens_per_s: float | None = None
+    dispatched: bool = False
+
+    def remaining(self, now: float) -> int | None:
+        """Tokens it still has to compute at ``now``: all of them without a measured rate."""
+        if self.work_tokens is None:
+            return None
+        if not self.tokens_per_s or self.tokens_per_s <= 0:
+            return self.work_tokens
+        done = max(0.0, now - self.sent_at_s) * self.tokens_per_s
+        return max(0, int(self.work_tokens - done))
+
+
+@dataclass(frozen=True)
+class CancelVerdict:
+    """Whether to cancel a speculative prefill in flight, and why."""
+
+    cancel: bool
+    reason: CancelReason | None = None
+    detail: str = ""
+
+    def __bool__(self) -> bool:
+        return self.cancel
+
+
+KEEP = CancelVerdict(False)
+
+
+def reuses_unfinished(
+    measured: bool | None, provider: bool | None, engine_source: str | None
+) -> bool | None:
+    """Whether a real request reads what a prefill still running has computed.
+
+    Args:
+        measured: What this process saw (a real request that left while a prefill ran, and
+            what its usage said was cached), ``None`` before any.
+        provider: The provider registry's fact (``reuses_unfinished_prefill``), if any.
+        engine_source: The load probe's dialect (``"llama.cpp"``, ``"llama.cpp /slots"``...):
+            llama.cpp's server is slotted (each request its own slot and KV cache).
+
+    Returns:
+        What was measured, else the registry's fact, else ``False`` for a slotted engine the
+        probe recognised, else ``None`` (unknown).
+    """
+    if measured is not None:
+        return measured
+    if provider is not None:
+        return provider
+    if engine_source and engine_source.startswith("llama.cpp"):
+        return False
+    return None
+
+
+def cancel_on_dispatch(
+    prefill: InFlightPrefill | None, reuses: bool | None, config: YieldConfig | None = None
+) -> CancelVerdict:
+    """At the session's real request: cancel its own prefill still in flight?
+
+    Only where the engine is known not to reuse an unfinished prefill (``reuses`` False): the
+    real request computes the prompt again beside it, and the two share the engine's compute.
+    Unknown (``None``) keeps the prefill (the one-caller behaviour, and the only way to learn
+    the answer); ``True`` keeps it (the real request reads it).
+    """
+    config = config or YieldConfig()
+    if prefill is None or not config.enabled or not config.cancel_on_dispatch:
+        return KEEP
+    if reuses is not False:
+        return KEEP
+    return CancelVerdict(
+        True,
+        CancelReason.DISPATCHED,
+        "the real request left and this engine does not read an unfinished prefill",
+    )
+
+
+def contended(
+    prefill: InFlightPrefill,
+    reading: LoadReading | None,
+    prefills_running: int,
+    now: float,
+    config: YieldConfig | None = None,
+) -> CancelVerdict:
+    """On a new load reading: cancel a prefill still computing because others now need the engine?
+
+    Args:
+        prefill: The prefill in flight.
+        reading: The probe's newest reading.
+        prefills_running: This process's speculative prefills in flight that the reading can
+            count (sent before it was taken), this one included: the rest of ``running`` is
+            other callers' requests (real turns, drafts, other processes' bets).
+        now: The probe's clock (s).
+        config: The thresholds.
+
+    Returns:
+        ``contended`` when the reading (taken after the prefill left) shows another request
+        running or waiting and the prefill still has ``cold_tokens`` or more to compute;
+        otherwise keep it (a prefill about to finish costs little more, and cancelling it
+        throws away what it computed).
+    """
+    config = config or YieldConfig()
+    if not config.enabled or not config.cancel_contended or prefill.dispatched:
+        return KEEP
+    if reading is None or reading.at_s < prefill.sent_at_s:
+        return KEEP
+    others = max(0, (reading.running or 0) - max(0, prefills_running))
+    waiting = max(0, reading.waiting or 0)
+    if others + waiting == 0:
+        return KEEP
+    left = prefill.remaining(now)
+    if left is None or left < config.cold_tokens:
+        return KEEP
+    return CancelVerdict(
+        True,
+        CancelReason.CONTENDED,
+        f"{others} other requests running and {waiting} waiting while ~{left} prefill tokens "
+        "are left to compute",
+    )
+
+
+class ComputeRate:
+    """The engine's prompt compute rate, from finished cold prefills (bounded memory).
+
+    Each sample is a prefill's computed tokens over its round trip, so queueing and latency
+    make the rate an underestimate: remaining work is overestimated (the cautious side).
+
+    Args:
+        min_tokens: Prefills computing fewer tokens than this are not samples (their time is
+            mostly latency).
+        keep: Samples kept; the rate is their median.
+    """
+
+    def __init__(self, *, min_tokens: int = 256, keep: int = 16):
+        self.min_tokens = min_tokens
+        self._samples: deque[float] = deque(maxlen=keep)
+
+    def add(self, computed_tokens: int, seconds: float) -> None:
+        """One finished prefill."""
+        if computed_tokens >= self.min_tokens and seconds > 0:
+            self._samples.append(computed_tokens / seconds)
+
+    def tokens_per_s(self) -> float | None:
+        """The median rate, or ``None`` before any sample."""
+        return median(self._samples) if self._samples else None

@@ -13,7 +13,14 @@
 - a :class:`~pipecat_fast.load.core.QueueEstimator` fed with the sessions' own requests — the
   only signal for an engine without a load endpoint (hosted APIs);
 - the speculative requests this process has in flight to the engine, so a burst of sessions
-  deciding between two readings counts the requests the others just sent.
+  deciding between two readings counts the requests the others just sent, and the prompt
+  tokens its prefills in flight still have to compute (from the compute rate measured on
+  finished ones);
+- the prefills it may cancel: on each reading the probe asks
+  :func:`~pipecat_fast.load.core.contended` about every prefill in flight and calls the
+  session's ``on_cancel`` when another caller's request now shares the engine with it; at the
+  session's real request :meth:`EngineLoad.dispatched` asks
+  :func:`~pipecat_fast.load.core.cancel_on_dispatch`. The session does the cancelling.
 
 Metric names: llama.cpp ``tools/server/README.md`` ("Available metrics"); vLLM "Production
 Metrics" (``docs/usage/metrics.md``); SGLang "Production Metrics"
@@ -27,6 +34,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loguru import logger
@@ -34,13 +42,20 @@ from loguru import logger
 from pipecat_fast._logging import RateLimitedLog
 from pipecat_fast.load.core import (
     ALLOWING,
+    KEEP,
+    CancelVerdict,
+    ComputeRate,
+    InFlightPrefill,
     Kind,
     LoadReading,
     ProbeState,
     QueueEstimator,
     Verdict,
     YieldConfig,
+    cancel_on_dispatch,
+    contended,
     decide,
+    reuses_unfinished,
 )
 
 ENDPOINTS = ("auto", "metrics", "slots")
@@ -51,6 +66,16 @@ METRIC_NAMES: dict[str, tuple[str, str, str | None]] = {
     "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting", None),
     "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:max_running_requests"),
 }
+
+
+@dataclass
+class _Flight:
+    """One speculative request in flight (the probe's bookkeeping)."""
+
+    kind: Kind
+    prefill: InFlightPrefill
+    on_cancel: Callable[[CancelVerdict], None] | None = None
+    config: YieldConfig | None = None
 
 
 class UnsupportedEndpoint(Exception):
@@ -153,13 +178,17 @@ class EngineLoad:
         """``idle`` (not polling), ``polling``, ``failing``, ``unsupported`` or ``measured``."""
         self.verdicts: Counter[tuple[str, str]] = Counter()
         """Verdicts given, by ``(kind, reason)``."""
+        self.cancels: Counter[str] = Counter()
+        """Prefills this process was told to cancel, by reason."""
         self.probes = 0
         self.probe_failures = 0
+        self.rate = ComputeRate()
+        """The engine's prompt compute rate measured on finished requests."""
         self._users = 0
         self._task: asyncio.Task | None = None
         self._asked_at: float | None = None
         self._failing = False
-        self._in_flight: dict[int, float] = {}
+        self._in_flight: dict[int, _Flight] = {}
         self._ids = itertools.count()
         self._log = RateLimitedLog(self.name)
         self._source = ""
@@ -228,12 +257,25 @@ class EngineLoad:
         now = self.clock() if now is None else now
         reading = self.reading
         since = reading.at_s if reading is not None else float("-inf")
+        flights = self._in_flight.values()
         return ProbeState(
             reading=reading,
             failing=self._failing,
             waiting_since_s=self._asked_at,
-            sent_since_reading=sum(1 for t in self._in_flight.values() if t > since),
+            sent_since_reading=sum(1 for f in flights if f.prefill.sent_at_s > since),
+            prefill_tokens_in_flight=self.prefill_tokens_in_flight(now),
         )
+
+    def prefill_tokens_in_flight(self, now: float | None = None) -> int:
+        """Prompt tokens this process's speculative prefills in flight still have to compute."""
+        now = self.clock() if now is None else now
+        rate = self.rate.tokens_per_s()
+        total = 0
+        for flight in self._in_flight.values():
+            if flight.kind is Kind.PREFILL and not flight.prefill.dispatched:
+                left = replace(flight.prefill, tokens_per_s=rate).remaining(now)
+                total += left or 0
+        return total
 
     def verdict(
         self,
@@ -261,15 +303,89 @@ class EngineLoad:
             )
         return verdict
 
-    def sent(self) -> int:
-        """A speculative request just left: returns its handle for :meth:`done`."""
+    def sent(
+        self,
+        kind: Kind | str = Kind.PREFILL,
+        *,
+        work_tokens: int | None = None,
+        on_cancel: Callable[[CancelVerdict], None] | None = None,
+        config: YieldConfig | None = None,
+    ) -> int:
+        """A speculative request just left: returns its handle for :meth:`done`.
+
+        Args:
+            kind: A prefill or a draft (a draft is counted as load, never cancelled here).
+            work_tokens: Prompt tokens a prefill asks the engine to compute (estimated).
+            on_cancel: For a prefill: called (once) from the probe when
+                :func:`~pipecat_fast.load.core.contended` says to cancel it; it must cancel
+                the request (and call :meth:`done`).
+            config: The thresholds ``on_cancel`` is judged by (the session's).
+        """
         handle = next(self._ids)
-        self._in_flight[handle] = self.clock()
+        kind = Kind(kind)
+        self._in_flight[handle] = _Flight(
+            kind,
+            InFlightPrefill(self.clock(), work_tokens),
+            on_cancel if kind is Kind.PREFILL else None,
+            config,
+        )
         return handle
 
     def done(self, handle: int) -> None:
         """The speculative request ``handle`` ended (answered, failed or cancelled)."""
         self._in_flight.pop(handle, None)
+
+    def dispatched(
+        self, handle: int | None, measured_reuse: bool | None, provider_reuse: bool | None
+    ) -> CancelVerdict:
+        """The session's real request left while its prefill ``handle`` may be in flight.
+
+        Returns :func:`~pipecat_fast.load.core.cancel_on_dispatch`'s verdict (the session
+        cancels); the prefill is no longer judged by :func:`contended` (it serves the real
+        request, or is cancelled).
+
+        Args:
+            handle: The prefill's handle, ``None`` when none is in flight.
+            measured_reuse: ``ProviderSpeed.reuses_unfinished`` (what this process saw).
+            provider_reuse: The provider registry's ``reuses_unfinished_prefill``.
+        """
+        flight = self._in_flight.get(handle) if handle is not None else None
+        if flight is None or flight.kind is not Kind.PREFILL:
+            return KEEP
+        flight.prefill = replace(flight.prefill, dispatched=True)
+        flight.on_cancel = None
+        reuses = reuses_unfinished(measured_reuse, provider_reuse, self._source)
+        verdict = cancel_on_dispatch(flight.prefill, reuses, flight.config)
+        if verdict:
+            self._cancelled(verdict)
+        return verdict
+
+    def _cancelled(self, verdict: CancelVerdict) -> None:
+        reason = str(verdict.reason)
+        self.cancels[reason] += 1
+        self._log.info(f"prefill cancelled ({reason}: {verdict.detail})", key=f"cancel-{reason}")
+
+    def _check_contention(self, reading: LoadReading) -> None:
+        """On a new reading: cancel the prefills another caller's request now contends with."""
+        now = self.clock()
+        rate = self.rate.tokens_per_s()
+        prefills = sum(
+            1
+            for f in self._in_flight.values()
+            if f.kind is Kind.PREFILL and f.prefill.sent_at_s <= reading.at_s
+        )
+        for flight in list(self._in_flight.values()):
+            if flight.on_cancel is None:
+                continue
+            prefill = replace(flight.prefill, tokens_per_s=rate)
+            verdict = contended(prefill, reading, prefills, now, flight.config)
+            if verdict:
+                callback, flight.on_cancel = flight.on_cancel, None
+                self._cancelled(verdict)
+                try:
+                    callback(verdict)
+                except Exception as e:  # a session's callback must not stop the probe
+                    logger.warning(f"{self.name}: cancelling a prefill failed ({e!r})")
 
     @property
     def speculative_in_flight(self) -> int:
@@ -279,6 +395,12 @@ class EngineLoad:
     def measured(self, uncached_tokens: int, seconds: float) -> None:
         """One of the sessions' own requests: first token after ``seconds``."""
         self.queue.add(uncached_tokens, seconds, self.clock())
+        self.rate.add(uncached_tokens, seconds)
+
+    @property
+    def engine_source(self) -> str:
+        """The probe's dialect (``"llama.cpp"``, ``"vllm"``...), ``""`` before a reading."""
+        return self._source
 
     # -- the probe --------------------------------------------------------------------------
 
@@ -328,6 +450,7 @@ class EngineLoad:
                         self.status = "polling"
                         self.reading = reading
                         capacity = reading.capacity
+                        self._check_contention(reading)
                     self._asked_at = None
                     await asyncio.sleep(self.interval_s)
         finally:
@@ -364,6 +487,7 @@ class EngineLoad:
             response.raise_for_status()
             data = await response.json(content_type=None)
         running, slots = parse_slots(data)
+        self._source = "llama.cpp /slots"
         return LoadReading(asked, running, None, slots or capacity, "llama.cpp /slots")
 
     async def _llama_slots(self, http: Any) -> int | None:
@@ -387,4 +511,5 @@ class EngineLoad:
             "probes": self.probes,
             "probe_failures": self.probe_failures,
             "verdicts": {f"{k}:{r}": n for (k, r), n in sorted(self.verdicts.items())},
+            "prefills_cancelled": dict(sorted(self.cancels.items())),
         }

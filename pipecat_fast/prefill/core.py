@@ -141,7 +141,11 @@ class TurnAccount:
         prefill_prompt_tokens: Prompt tokens sent speculatively.
         prefill_computed_tokens: Of those, tokens the provider had to prefill (not cached).
         skipped: Count of stable updates that did not start a prefill, by reason.
-        prefill_cancelled: Prefills cancelled in flight (the session ended).
+        prefill_cancelled: Prefills cancelled in flight.
+        cancelled: Of those, how many by reason: ``ended`` (the session ended),
+            ``dispatched`` (the real request left and the engine does not read an unfinished
+            prefill), ``contended`` (another caller's request started on the shared engine
+            while it computed); :class:`pipecat_fast.load.CancelReason`.
         yielded: Prefills held back because the engine was busy, by the load rule that said so
             (``queue``, ``busy``, ``slow``, ``stale``, ``down``; :mod:`pipecat_fast.load`).
     """
@@ -152,11 +156,16 @@ class TurnAccount:
     prefill_computed_tokens: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     prefill_cancelled: int = 0
+    cancelled: dict[str, int] = field(default_factory=dict)
     yielded: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
-        """JSON form, keys prefixed for the TTFA report."""
-        return {
+        """JSON form, keys prefixed for the TTFA report.
+
+        ``prefill_cancelled`` is the total; ``prefill_cancelled_<reason>`` each reason's count
+        (only the reasons that occurred).
+        """
+        fields: dict[str, object] = {
             "prefill_requests": self.prefills,
             "prefill_failures": self.prefill_failures,
             "prefill_prompt_tokens": self.prefill_prompt_tokens,
@@ -164,6 +173,9 @@ class TurnAccount:
             "prefill_yielded": sum(self.yielded.values()),
             "prefill_cancelled": self.prefill_cancelled,
         }
+        for reason, count in sorted(self.cancelled.items()):
+            fields[f"prefill_cancelled_{reason}"] = count
+        return fields
 
 
 class ProviderSpeed:
@@ -226,6 +238,8 @@ class PrefillPlanner:
         self._in_flight_sent_at = 0.0
         self._in_flight_tokens = 0
         self._overlapped_tokens = 0
+        self._overlapped_base = 0
+        self._overlap_cancelled = False
         self._silent = False
         self._turn_over = False
         self._sent_words = 0
@@ -252,6 +266,11 @@ class PrefillPlanner:
     def in_flight(self) -> bool:
         """Whether a prefill request is outstanding."""
         return self._in_flight
+
+    @property
+    def in_flight_work_tokens(self) -> int:
+        """Prompt tokens the prefill in flight asks the provider to compute (estimated)."""
+        return max(0, self._in_flight_tokens - self._known_cached) if self._in_flight else 0
 
     def blocked(self, stable_words: int, now: float) -> Skip | None:
         """The cheap rules alone (no prompt size): why a prefill cannot go now, or None.
@@ -388,19 +407,30 @@ class PrefillPlanner:
             self._uncached_streak = 0
             self.not_caching_raised = True
 
-    def cancelled(self) -> None:
-        """The prefill in flight was cancelled (the session ended): counted, no backoff."""
+    def cancelled(self, reason: str = "ended") -> None:
+        """The prefill in flight was cancelled: counted by ``reason``, no backoff.
+
+        Its words count as not sent (nothing of them is known to be cached), but no new
+        prefill goes for the turn once its real request has left.
+        """
         if not self._in_flight:
             return
         account = self._in_flight_account or self.turn
         self._in_flight = False
         self._in_flight_account = None
         account.prefill_cancelled += 1
+        account.cancelled[reason] = account.cancelled.get(reason, 0) + 1
+        if account is self.turn:
+            self._sent_words, self._sent_tokens = self._unsent
+        if self._overlapped_tokens:
+            self._overlap_cancelled = True  # the real request cannot say whether it reads one
 
     def request_dispatched(self, now: float) -> None:
         """The real request for the turn left (the user aggregator pushed its context)."""
         if self._in_flight:
             self._overlapped_tokens = self._in_flight_tokens
+            self._overlapped_base = self._known_cached
+            self._overlap_cancelled = False
 
     def real_request(
         self, prompt_tokens: int, cached_tokens: int | None, ttft_s: float | None
@@ -420,14 +450,18 @@ class PrefillPlanner:
             return False
         uncached = max(0, prompt_tokens - cached_tokens)
         clean = not self._overlapped_tokens and ttft_s is not None
-        if self._overlapped_tokens:
-            # It left while a prefill was still running: did it read what the prefill computed?
-            # (Its time then includes waiting for the prefill: not a speed sample.)
-            if self.speed.reuses_unfinished is None:
-                self.speed.reuses_unfinished = cached_tokens >= self._overlapped_tokens // 2
-        elif ttft_s is not None:
+        base = self._overlapped_base
+        if self._overlapped_tokens and not self._overlap_cancelled:
+            # It left while a prefill was still running: did it read what the prefill was
+            # computing beyond what the cache already held? (Its time then includes waiting
+            # for the prefill: not a speed sample.) Judged only on a prefill with real work.
+            new = self._overlapped_tokens - base
+            if self.speed.reuses_unfinished is None and new >= self.speed.warm_tokens:
+                self.speed.reuses_unfinished = cached_tokens - base >= new // 2
+        elif not self._overlapped_tokens and ttft_s is not None:
             self.speed.add(uncached, ttft_s)
         self._overlapped_tokens = 0
+        self._overlap_cancelled = False
         self._known_cached = max(self._known_cached, prompt_tokens)
         return clean
 

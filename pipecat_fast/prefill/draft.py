@@ -342,7 +342,7 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
                 logger.debug(f"{self}: drafting a reply to [{decision.text}] before confirmation")
                 if self._draft_load is not None:
                     self._draft_sent_done()
-                    self._draft_handle = self._draft_load.sent()
+                    self._draft_handle = self._draft_load.sent(Kind.DRAFT)
                 await self.trigger_user_turn_inference_triggered(
                     speculation=UserTurnSpeculation(text=decision.text)
                 )

@@ -44,7 +44,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat_fast._logging import RateLimitedLog
 from pipecat_fast._pipecat import add_inline_frame_hooks, remove_inline_frame_hooks
 from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
-from pipecat_fast.load import EngineLoad, Kind, YieldConfig
+from pipecat_fast.load import CancelReason, CancelVerdict, EngineLoad, Kind, YieldConfig
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import (
     PrefillConfig,
@@ -195,6 +195,8 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_load = load if load is not None else measured_load(backend)
         self._prefill_yield = yield_config or YieldConfig()
         self._prefill_load_held = False
+        self._prefill_handle: int | None = None
+        self._prefill_cancel_reason: CancelReason | None = None
         self.turns: list[TurnAccount] = []
         self._prefill_explain_provider()
         if llm is not None:
@@ -259,6 +261,7 @@ class SpeculativePrefill(FrameProcessor):
             await self._annotate(planner.turn)
         elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
             planner.request_dispatched(now)
+            await self._prefill_dispatched()
             if self._prefill_user_turn_ended:
                 self._prefill_user_turn_ended = False
                 self._check_stabiliser(frame.context)
@@ -406,20 +409,62 @@ class SpeculativePrefill(FrameProcessor):
             self._prefill_static_tokens = base
         return self._prefill_static_tokens + count_tokens(user_text)
 
+    def _reuse_fact(self) -> bool | None:
+        """The provider registry's word on reading an unfinished prefill (``None``: unknown)."""
+        provider = getattr(self._prefill_backend, "provider", None)
+        if not provider:
+            return None
+        try:
+            return cache_facts(provider).reuses_unfinished
+        except ValueError:
+            return None
+
+    async def _prefill_dispatched(self) -> None:
+        """The real request left: cancel the prefill if the engine will not read it unfinished."""
+        task = self._prefill_task
+        if task is None or task.done():
+            return
+        verdict = self._prefill_load.dispatched(
+            self._prefill_handle, self._prefill_planner.speed.reuses_unfinished, self._reuse_fact()
+        )
+        if verdict:
+            self._prefill_cancel_reason = verdict.reason
+            await self._cancel_prefill()
+            if self._prefill_planner.turn_over:  # the turn's account was already reported
+                await self._annotate(self._prefill_planner.turn)
+
+    def _prefill_on_cancel(self, verdict: CancelVerdict) -> None:
+        """From the load probe: another caller's request contends with the prefill in flight."""
+        task = self._prefill_task
+        if task is not None and not task.done() and self._prefill_cancel_reason is None:
+            self._prefill_cancel_reason = verdict.reason
+            task.cancel()
+
     async def _run_prefill(self, text: str, account: TurnAccount) -> None:
         planner = self._prefill_planner
         load = self._prefill_load
-        handle = load.sent()
+        handle = self._prefill_handle = load.sent(
+            Kind.PREFILL,
+            work_tokens=planner.in_flight_work_tokens,
+            on_cancel=self._prefill_on_cancel,
+            config=self._prefill_yield,
+        )
+        self._prefill_cancel_reason = None
         sent_at = time.monotonic()
         try:
             result = await asyncio.wait_for(
                 self._prefill_backend.prefill(self._prefill_context, text), self._prefill_timeout_s
             )
         except asyncio.CancelledError:
-            planner.cancelled()  # the session ended with it in flight: counted, no backoff
+            # The session ended with it in flight, or the engine-load rules cancelled it
+            # (counted by reason, no backoff).
+            reason = self._prefill_cancel_reason or CancelReason.ENDED
+            self._prefill_cancel_reason = None
+            planner.cancelled(str(reason))
             load.done(handle)
+            self._prefill_handle = None
             self._prefill_task = None
-            raise
+            raise  # the engine-load cancels are logged (rate-limited) by the EngineLoad
         except Exception as e:  # fail open: the stock request is unaffected
             planner.finished(False, time.monotonic())
             self._prefill_log.warning(
@@ -433,6 +478,7 @@ class SpeculativePrefill(FrameProcessor):
             load.measured(computed, now - sent_at)
         finally:
             load.done(handle)
+            self._prefill_handle = None
             self._prefill_task = None
         if planner.turn_over or account is not planner.turn:
             # The turn was already confirmed: bring its accounting up to date.

@@ -132,6 +132,10 @@ class CacheFacts:
             (Anthropic: ``input_tokens`` excludes cache reads and writes).
         explicit_breakpoints: Caching happens only at marked breakpoints (Anthropic).
         source: Where the lifetime figure comes from.
+        reuses_unfinished: Whether a request can read the prompt a request still running is
+            computing (``False``: a slotted engine computes it again in another slot);
+            ``None`` when not documented.
+        reuses_unfinished_source: Where that fact comes from.
     """
 
     provider: str
@@ -140,6 +144,8 @@ class CacheFacts:
     net_of_cache: bool
     explicit_breakpoints: bool
     source: str
+    reuses_unfinished: bool | None = None
+    reuses_unfinished_source: str = ""
 
 
 def cache_facts(provider: str, table: dict | None = None) -> CacheFacts:
@@ -161,6 +167,8 @@ def cache_facts(provider: str, table: dict | None = None) -> CacheFacts:
         net_of_cache=bool(entry.get("net_of_cache", False)),
         explicit_breakpoints=bool(entry.get("explicit_breakpoints", False)),
         source=entry.get("ttl_source", ""),
+        reuses_unfinished=entry.get("reuses_unfinished_prefill"),
+        reuses_unfinished_source=entry.get("reuses_unfinished_source", ""),
     )
 
 

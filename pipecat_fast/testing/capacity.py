@@ -14,6 +14,8 @@ many callers with continuous batching:
   prefills together take ten times as long as one.
 - **decode is per request** at the profile's rate, unaffected by the batch (the memory-bound
   regime a GPU engine decodes in); a request holds its slot until its reply has streamed.
+- **a client that leaves stops its prefill** (checked every ``GONE_POLL_S``): llama.cpp's
+  server cancels a task whose connection closed, vLLM aborts the request; the slot is freed.
 
 These are modelling choices, stated so figures can be read against them; the real engine
 (:mod:`.llama_cpp_server`) is the check.
@@ -25,7 +27,15 @@ import asyncio
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+
+GONE_POLL_S = 0.05
+"""How often a prefilling request's connection is checked (s)."""
+
+
+class ClientGone(Exception):
+    """The request's client left while its prompt was being computed."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +116,17 @@ class SharedPrefill:
         """Requests prefilling now."""
         return len(self._jobs) + len(self._arrivals)
 
-    async def compute(self, tokens: int) -> None:
-        """Return once ``tokens`` prompt tokens of this request have been computed."""
+    async def compute(self, tokens: int, gone: Callable[[], bool] | None = None) -> None:
+        """Return once ``tokens`` prompt tokens of this request have been computed.
+
+        Raises:
+            ClientGone: If ``gone()`` turned true first (the rest is not computed).
+        """
         if tokens <= 0:
             return
         future = asyncio.get_running_loop().create_future()
         job = next(self._ids)
-        self._arrivals[job] = [float(tokens), future]
+        self._arrivals[job] = [float(tokens), future, gone]
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -131,6 +145,8 @@ class SharedPrefill:
             if self._jobs:
                 share = self.tokens_per_s / len(self._jobs)
                 nearest = min(job[0] for job in self._jobs.values()) / share
+                if any(job[2] is not None for job in self._jobs.values()):
+                    nearest = min(nearest, GONE_POLL_S)
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=max(nearest, 0.0))
                 except TimeoutError:
@@ -144,5 +160,9 @@ class SharedPrefill:
                         del self._jobs[job_id]
                         if not job[1].done():
                             job[1].set_result(None)
+                    elif job[2] is not None and job[2]():
+                        del self._jobs[job_id]
+                        if not job[1].done():
+                            job[1].set_exception(ClientGone())
             else:
                 last = time.monotonic()

@@ -36,6 +36,8 @@ from aiohttp import web
 from pipecat_fast.testing._loopback import HttpEmulator
 
 CALLER_HEADER = "X-PF-Caller"
+GONE_POLL_S = 0.05
+"""How often a relayed request's client connection is checked (s)."""
 _HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
 
 
@@ -153,6 +155,40 @@ class MeteringProxy(HttpEmulator):
             else None,
         )
         self.records.append(record)
+        return await self._unless_gone(request, record, self._relay(request, raw, record, started))
+
+    async def _unless_gone(
+        self, request: web.Request, record: MeteredRequest, relay: Any
+    ) -> web.StreamResponse:
+        """Relay the request; if its client leaves meanwhile, drop the upstream request too.
+
+        aiohttp does not cancel a handler whose client left (``handler_cancellation`` off),
+        so without this a cancelled prefill would go on running at the engine through the
+        proxy: the connection is checked every ``GONE_POLL_S``, as an engine's server does.
+        """
+        task = asyncio.ensure_future(relay)
+        transport = request.transport
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=GONE_POLL_S)
+                if done:
+                    return task.result()
+                if transport is None or transport.is_closing():
+                    record.cancelled = True
+                    task.cancel()  # closes the upstream connection: the engine stops it
+                    try:
+                        await task
+                    except (asyncio.CancelledError, Exception):
+                        pass
+                    raise ConnectionResetError("the client left")  # aiohttp ignores it
+        finally:
+            if not task.done():
+                task.cancel()
+
+    async def _relay(
+        self, request: web.Request, raw: bytes, record: MeteredRequest, started: float
+    ) -> web.StreamResponse:
+        assert self._http is not None
         try:
             upstream = await self._http.post(
                 self.upstream + "/v1/chat/completions", data=raw, headers=self._headers(request)

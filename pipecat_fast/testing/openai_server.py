@@ -43,7 +43,7 @@ from pipecat_fast.testing._loopback import (
     parse_json,
     sleep_ms,
 )
-from pipecat_fast.testing.capacity import EngineCapacity, SharedPrefill, Slots
+from pipecat_fast.testing.capacity import ClientGone, EngineCapacity, SharedPrefill, Slots
 from pipecat_fast.testing.prefix_cache import PrefixCache
 from pipecat_fast.testing.profiles import SAME_REGION, LatencyProfile
 from pipecat_fast.textnorm import normalize
@@ -459,7 +459,16 @@ class OpenAIEmulator(HttpEmulator):
             # The prefix cache is read when the request starts running, not when it arrived.
             record.cached_tokens = self.cache.lookup(namespace, tokens, time.monotonic())
             computing = time.monotonic()
-            await self._prefill.compute(record.uncached_tokens)
+            transport = request.transport
+            try:
+                await self._prefill.compute(
+                    record.uncached_tokens,
+                    gone=lambda: transport is None or transport.is_closing(),
+                )
+            except ClientGone:
+                record.cancelled = True  # the client left mid-prefill: the engine stops it
+                record.prefill_ms = (time.monotonic() - computing) * 1000.0
+                return web.Response(status=499)
             record.prefill_ms = (time.monotonic() - computing) * 1000.0
             self.cache.insert(namespace, tokens, time.monotonic())
             await sleep_ms(p.llm_first_token_ms + p.rtt_ms / 2)

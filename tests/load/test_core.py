@@ -3,13 +3,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipecat_fast.load import (
+    CancelReason,
+    ComputeRate,
+    InFlightPrefill,
     Kind,
     LoadReading,
     ProbeState,
     QueueEstimator,
     Reason,
     YieldConfig,
+    cancel_on_dispatch,
+    contended,
     decide,
+    reuses_unfinished,
 )
 
 NOW = 100.0
@@ -202,3 +208,88 @@ def test_a_cold_prefill_goes_only_while_the_engine_runs_nothing_else():
 def test_the_cold_threshold_must_be_a_count():
     with pytest.raises(ValueError):
         YieldConfig(cold_tokens=-1)
+
+
+# -- cancelling a prefill in flight ---------------------------------------------------------
+
+
+def test_a_prefill_is_cancelled_at_its_real_request_only_where_the_engine_cannot_read_it():
+    prefill = InFlightPrefill(NOW - 0.5, work_tokens=2000)
+    verdict = cancel_on_dispatch(prefill, reuses=False)
+    assert verdict and verdict.reason is CancelReason.DISPATCHED
+    # Unknown keeps it (the one-caller behaviour, and how the answer is learnt); a serial
+    # engine whose real request reads the unfinished prefill keeps it.
+    assert not cancel_on_dispatch(prefill, reuses=None)
+    assert not cancel_on_dispatch(prefill, reuses=True)
+    assert not cancel_on_dispatch(None, reuses=False)
+    assert not cancel_on_dispatch(prefill, False, YieldConfig(cancel_on_dispatch=False))
+    assert not cancel_on_dispatch(prefill, False, YieldConfig(enabled=False))
+
+
+def test_whether_an_engine_reuses_an_unfinished_prefill_measured_first_then_registry_then_probe():
+    assert reuses_unfinished(True, False, "llama.cpp") is True
+    assert reuses_unfinished(None, True, "llama.cpp") is True
+    assert reuses_unfinished(None, None, "llama.cpp") is False  # slotted, by its probe
+    assert reuses_unfinished(None, None, "llama.cpp /slots") is False
+    assert reuses_unfinished(None, None, "vllm") is None
+    assert reuses_unfinished(None, None, "") is None
+
+
+def reading_after(sent_at, running, waiting=0):
+    return LoadReading(sent_at + 0.1, running, waiting, 4, "vllm")
+
+
+def test_a_prefill_still_computing_is_cancelled_when_another_callers_request_starts():
+    prefill = InFlightPrefill(NOW - 1.0, work_tokens=4000, tokens_per_s=2000.0)
+    # Only this prefill runs: keep it.
+    assert not contended(prefill, reading_after(prefill.sent_at_s, 1), 1, NOW)
+    # One more request runs (another caller's turn): ~2,000 tokens left, cancel.
+    verdict = contended(prefill, reading_after(prefill.sent_at_s, 2), 1, NOW)
+    assert verdict and verdict.reason is CancelReason.CONTENDED
+    assert "1 other requests running" in verdict.detail and "~2000" in verdict.detail
+    # A request waiting for a slot counts too.
+    assert contended(prefill, reading_after(prefill.sent_at_s, 1, waiting=1), 1, NOW)
+    # Another of this process's prefills is not another caller's turn.
+    assert not contended(prefill, reading_after(prefill.sent_at_s, 2), 2, NOW)
+
+
+def test_a_prefill_is_kept_when_nearly_done_already_serving_its_turn_or_judged_by_an_old_reading():
+    nearly = InFlightPrefill(NOW - 1.9, work_tokens=4000, tokens_per_s=2000.0)  # ~200 left
+    assert nearly.remaining(NOW) < YieldConfig().cold_tokens
+    assert not contended(nearly, reading_after(nearly.sent_at_s, 3), 1, NOW)
+    busy = reading_after(NOW - 1.0, 3)
+    assert not contended(InFlightPrefill(NOW - 1.0, 4000, dispatched=True), busy, 1, NOW)
+    assert not contended(InFlightPrefill(NOW - 1.0, None), busy, 1, NOW)  # size unknown
+    older = LoadReading(NOW - 2.0, 3, 0, 4, "vllm")  # taken before the prefill left
+    assert not contended(InFlightPrefill(NOW - 1.0, 4000), older, 0, NOW)
+    off = YieldConfig(cancel_contended=False)
+    assert not contended(InFlightPrefill(NOW - 1.0, 4000), busy, 1, NOW, off)
+
+
+def test_an_in_flight_prefills_remaining_work_is_its_size_less_what_the_rate_computed():
+    assert InFlightPrefill(10.0, 1000, 500.0).remaining(11.0) == 500
+    assert InFlightPrefill(10.0, 1000, 500.0).remaining(13.0) == 0
+    assert InFlightPrefill(10.0, 1000).remaining(13.0) == 1000  # no rate: all of it
+    assert InFlightPrefill(10.0).remaining(13.0) is None
+
+
+def test_prefills_in_flight_with_cold_work_left_hold_back_a_new_prefill_but_not_a_draft():
+    # One request of 8 slots runs: the slot rules allow both kinds...
+    heavy = state(running=1, waiting=0, capacity=8, prefill_tokens_in_flight=1500)
+    verdict = decide("prefill", heavy, None, NOW, work_tokens=40)
+    assert not verdict and verdict.reason is Reason.BUSY
+    assert "~1500 tokens to compute" in verdict.detail
+    # ...a draft is the turn's request sent early: it goes (and the prefill is what yields).
+    assert decide("draft", heavy, None, NOW).allow
+    light = state(running=1, waiting=0, capacity=8, prefill_tokens_in_flight=100)
+    assert decide("prefill", light, None, NOW, work_tokens=40).allow
+
+
+def test_the_compute_rate_is_the_median_of_cold_samples():
+    rate = ComputeRate(min_tokens=256, keep=3)
+    assert rate.tokens_per_s() is None
+    rate.add(100, 0.01)  # warm: mostly latency, not a sample
+    assert rate.tokens_per_s() is None
+    for tokens, seconds in ((1000, 1.0), (2000, 1.0), (3000, 1.0), (4000, 1.0)):
+        rate.add(tokens, seconds)
+    assert rate.tokens_per_s() == 3000.0  # the last three kept

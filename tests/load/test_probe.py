@@ -4,7 +4,15 @@ import os
 import pytest
 from aiohttp import web
 
-from pipecat_fast.load import EngineLoad, Kind, Reason, YieldConfig, parse_metrics, parse_slots
+from pipecat_fast.load import (
+    CancelReason,
+    EngineLoad,
+    Kind,
+    Reason,
+    YieldConfig,
+    parse_metrics,
+    parse_slots,
+)
 from pipecat_fast.load.probe import UnsupportedEndpoint, root_url
 from pipecat_fast.testing._loopback import HttpEmulator
 
@@ -232,3 +240,55 @@ def test_a_probe_left_running_by_a_finished_event_loop_is_replaced():
 
     first = asyncio.run(run(float("-inf")))
     asyncio.run(run(first))  # would time out on the dead loop's task
+
+
+async def test_the_probe_cancels_a_prefill_in_flight_when_another_callers_request_starts():
+    async with FakeEngine() as engine:
+        load = EngineLoad(engine.url, interval_s=0.02)
+        await load.acquire()
+        try:
+            await until(lambda: load.reading is not None)
+            told = []
+            engine.running = 1  # the prefill itself runs
+            handle = load.sent("prefill", work_tokens=3000, on_cancel=told.append)
+            assert load.state().prefill_tokens_in_flight == 3000
+            polled = engine.metrics_requests
+            await until(lambda: engine.metrics_requests >= polled + 3)
+            assert told == []  # only this process's prefill runs
+            engine.running = 2  # another caller's real turn starts
+            await until(lambda: told)
+            assert told[0].reason is CancelReason.CONTENDED
+            await asyncio.sleep(0.1)
+            assert len(told) == 1  # told once
+            load.done(handle)
+            assert load.summary()["prefills_cancelled"] == {"contended": 1}
+            assert load.state().prefill_tokens_in_flight == 0
+        finally:
+            await load.release()
+
+
+async def test_a_slotted_engine_by_its_probe_cancels_the_prefill_when_its_real_request_leaves():
+    async with FakeEngine() as engine:
+        load = EngineLoad(engine.url, interval_s=0.02)
+        await load.acquire()
+        try:
+            await until(lambda: load.reading is not None)
+            assert load.engine_source == "llama.cpp"
+            handle = load.sent("prefill", work_tokens=3000, on_cancel=lambda v: None)
+            verdict = load.dispatched(handle, measured_reuse=None, provider_reuse=None)
+            assert verdict and verdict.reason is CancelReason.DISPATCHED
+            # A real request seen to read the unfinished prefill keeps it.
+            other = load.sent("prefill", work_tokens=3000)
+            assert not load.dispatched(other, measured_reuse=True, provider_reuse=None)
+            # A draft is never cancelled here; no prefill in flight, nothing to cancel.
+            draft = load.sent("draft")
+            assert not load.dispatched(draft, None, None)
+            assert not load.dispatched(None, None, None)
+            # Once its turn's request has left, the prefill is no longer judged contended.
+            engine.running = 3
+            await until(lambda: load.reading.running == 3)
+            assert load.summary()["prefills_cancelled"] == {"dispatched": 1}
+            for h in (handle, other, draft):
+                load.done(h)
+        finally:
+            await load.release()

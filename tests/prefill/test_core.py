@@ -315,3 +315,34 @@ def test_usage_that_does_not_say_what_was_cached_is_not_taken_for_zero():
     planner.request_dispatched(now=10.0)
     planner.real_request(prompt_tokens=3010, cached_tokens=None, ttft_s=0.2)
     assert speed.reuses_unfinished is None and speed.samples == []
+
+
+def test_a_prefix_an_earlier_turn_cached_is_not_taken_for_reading_the_unfinished_prefill():
+    speed = ProviderSpeed()
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1), speed)
+    planner.real_request(prompt_tokens=29_800, cached_tokens=0, ttft_s=3.1)  # turn 0
+    planner.caller_speaking(now=10.0)
+    assert planner.decide(1, 31_000, now=10.5) is None  # 1.2k new tokens in flight
+    planner.request_dispatched(now=12.0)
+    # The real request read turn 0's 29.8k from the cache, none of the prefill's new 1.2k.
+    planner.real_request(prompt_tokens=31_010, cached_tokens=29_800, ttft_s=1.0)
+    assert speed.reuses_unfinished is False
+
+
+def test_a_prefill_cancelled_for_load_is_counted_by_reason_and_its_words_count_as_unsent():
+    speed = ProviderSpeed()
+    planner = PrefillPlanner(PrefillConfig(min_new_words=1), speed)
+    planner.caller_speaking(now=0.0)
+    assert planner.decide(2, 3_000, now=0.5) is None
+    planner.cancelled("contended")
+    assert not planner.in_flight
+    assert planner.decide(2, 3_000, now=0.6) is None  # the same words may go again later
+    planner.request_dispatched(now=1.0)
+    planner.cancelled("dispatched")
+    # The real request cannot tell whether it would have read the cancelled prefill.
+    planner.real_request(prompt_tokens=3_010, cached_tokens=0, ttft_s=1.2)
+    assert speed.reuses_unfinished is None
+    account = planner.end_turn()
+    assert account.cancelled == {"contended": 1, "dispatched": 1}
+    assert account.to_dict()["prefill_cancelled"] == 2
+    assert account.to_dict()["prefill_cancelled_contended"] == 1

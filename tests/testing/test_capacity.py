@@ -130,3 +130,42 @@ async def test_a_request_whose_client_left_while_queued_never_runs():
         await asyncio.sleep(0.1)
     impatient = [r for r in llm.requests if r.completion_tokens == 0]
     assert len(impatient) == 1 and impatient[0].cancelled
+
+
+async def test_a_client_that_leaves_mid_prefill_stops_its_compute_through_the_metering_proxy():
+    from pipecat_fast.testing.metering_proxy import MeteringProxy
+
+    # 4,000 prompt tokens at 2,000 tokens/s: 2 s of prefill, alone on the engine.
+    capacity = EngineCapacity(slots=2, prefill_tokens_per_s=2000.0)
+    body = {
+        "model": "gpt-4.1-mini",
+        "messages": [{"role": "user", "content": "word " * 4000}],
+        "max_tokens": 1,
+    }
+    async with OpenAIEmulator(FAST, capacity=capacity) as llm:
+        async with MeteringProxy(llm.base_url.removesuffix("/v1")) as proxy:
+            async with aiohttp.ClientSession() as http:
+
+                async def post():
+                    async with http.post(proxy.url + "/v1/chat/completions", json=body) as r:
+                        return await r.read()
+
+                request = asyncio.create_task(post())
+                deadline = time.monotonic() + 5
+                while not (llm.requests and llm.requests[0].uncached_tokens > 0):
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.3)
+                request.cancel()  # the caller's side gives up (a cancelled prefill)
+                with pytest.raises(asyncio.CancelledError):
+                    await request
+            while not llm.requests[0].cancelled:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            record = llm.requests[0]
+            # The engine stopped computing it well before its 2 s and freed the slot.
+            assert record.prefill_ms < 1200
+            assert proxy.records[0].cancelled
+            while llm._slots.running:  # the handler returns once it saw the client leave
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
