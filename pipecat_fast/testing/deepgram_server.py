@@ -67,6 +67,12 @@ DEFAULT_ENDPOINTING_MS = 10.0
 # With endpointing off, Deepgram still finalizes on its own "every few seconds" (same page);
 # our choice of how long after the last word.
 NO_ENDPOINT_FINAL_S = 1.0
+# A silence between two scripted words of one utterance at least this long is a pause the
+# endpointer cuts at, as it cuts at the utterance's end (a final with ``speech_final``, the
+# endpointing silence after the word before it). Shorter gaps are inside a phrase. Our choice:
+# the shipped calls' inter-word gaps are at most 190 ms, their sentence breaks 300-310 ms and
+# their deliberate pauses 1.5 s.
+PAUSE_ENDPOINT_S = 0.3
 
 
 @dataclass(frozen=True)
@@ -226,8 +232,9 @@ class _Session:
         """Finalize what has been heard now (Deepgram's ``Finalize``)."""
         now = self.detector.audio_time_s
         if 0 <= self.index < len(self.script) and (self.final_pending or self.events):
-            self._send_final(now, finalize=True)
-            return
+            if self._heard(now) > self.finalized_words:
+                self._send_final(now, finalize=True)
+                return
         # Nothing left to transcribe: an empty answer, quickly (there is nothing to process).
         self._send(now, "", is_final=True, from_finalize=True, delay_ms=INTERIM_PROCESSING_MS)
 
@@ -254,16 +261,32 @@ class _Session:
         if self.endpointing_ms is None:
             final_at = onset + utterance.duration_s + NO_ENDPOINT_FINAL_S
         else:
-            final_at = onset + utterance.duration_s + self.endpointing_ms / 1000.0
+            endpointing_s = self.endpointing_ms / 1000.0
+            final_at = onset + utterance.duration_s + endpointing_s
+            # ... and at a pause inside the utterance: Deepgram's endpointing knows silence, not
+            # the script's utterances, so the words before the pause get their own final.
+            words = utterance.words
+            for before, after in zip(words, words[1:], strict=False):
+                gap = after.start_s - before.end_s
+                if gap >= PAUSE_ENDPOINT_S and gap > endpointing_s:
+                    self.events.append((onset + before.end_s + endpointing_s, "", True))
+            self.events.sort(key=lambda e: e[0])  # stable: interims before a final at a tie
         self.events.append((final_at, utterance.text, True))
         self.busy_until = onset + utterance.duration_s + MIN_GAP_S
+
+    def _heard(self, at: float) -> int:
+        """How many words of the current utterance have ended by audio time ``at``."""
+        utterance = self.script[self.index]
+        return sum(1 for w in utterance.words if w.end_s <= at - self.onset + 1e-6)
 
     def _send_final(self, at: float, *, finalize: bool, speech_final: bool = False) -> None:
         """Final for the words heard up to ``at`` that no earlier final covered."""
         utterance = self.script[self.index]
-        heard = [w for w in utterance.words if w.end_s <= at - self.onset + 1e-6]
+        heard = utterance.words[: self._heard(at)]
         complete = len(heard) == len(utterance.words)
         words = utterance.words[self.finalized_words : len(heard)]
+        if not words and not complete and not finalize:
+            return  # a pause's endpoint after a Finalize already covered its words
         if complete:
             # The end of speech: the punctuated transcript for whatever is left.
             text = utterance.text if self.finalized_words == 0 else " ".join(w.text for w in words)

@@ -23,7 +23,7 @@ from pipecat_fast.testing.deepgram_server import (
     utterance_from_words,
 )
 from pipecat_fast.testing.profiles import LatencyProfile
-from pipecat_fast.testing.synth import plan_speech, render_pcm
+from pipecat_fast.testing.synth import TimedWord, plan_speech, render_pcm
 from tests.testing.drive import Until, drive
 
 FAST = LatencyProfile("test", 0, 0, 250, 0, 0.0, 0, 10_000, 0)
@@ -273,6 +273,58 @@ async def test_default_endpointing_sends_the_final_before_the_finalize_as_deepgr
     [final] = [f for f in down if isinstance(f, TranscriptionFrame)]
     assert final.finalized is False
     assert final.result.speech_final is True and final.result.from_finalize is False
+
+
+def paused(text: str, after_word: int, pause_s: float) -> tuple[ScriptedUtterance, bytes]:
+    """An utterance that pauses ``pause_s`` after its word ``after_word`` (0-based), and audio."""
+    words, duration = plan_speech(text)
+    words = [
+        w if i <= after_word else TimedWord(w.text, w.start_s + pause_s, w.end_s + pause_s)
+        for i, w in enumerate(words)
+    ]
+    utterance = utterance_from_words(text, [(w.text, w.start_s, w.end_s) for w in words])
+    return utterance, render_pcm(words, duration + pause_s, RATE)
+
+
+async def test_default_endpointing_finalizes_the_words_before_a_pause_inside_the_utterance():
+    """A caller's 1.5 s pause is silence to Deepgram's endpointer: a final comes in the pause.
+
+    Before: the emulator endpointed only at the script's utterance end, so the words before a
+    pause reached Pipecat only as the answer to its Finalize, late enough for Pipecat's p99
+    wait to end the turn without them (the bench's stock run lost "my birthday is the").
+    """
+    utterance, audio = paused("Maria Gonzalez, my birthday is the fourth of May.", 5, 1.5)
+    pause_at = utterance.words[5].end_s
+    lead = silence(0.2)
+    cut = len(lead) + int((pause_at + 0.6) * RATE) * 2  # 0.6 s into the pause
+    pcm = lead + audio + silence(0.3)
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        frames = [*audio_frames(pcm[:cut]), finals_down(1)]  # no Finalize: the endpointer's own
+        frames += [*audio_frames(pcm[cut:]), finals_down(2)]
+        down = await drive(stt(emulator, "c"), frames)
+    finals = [f for f in down if isinstance(f, TranscriptionFrame)]
+    assert [f.text for f in finals] == ["Maria Gonzalez, my birthday is the", "fourth of May."]
+    assert all(f.result.speech_final and not f.result.from_finalize for f in finals)
+    # The pause's final covers the audio up to 10 ms (the endpointing) after "the".
+    first = [r for r in emulator.results if r.is_final][0]
+    assert first.start_s + first.duration_s == pytest.approx(0.2 + pause_at + 0.01, abs=0.021)
+
+
+async def test_a_finalize_after_a_pauses_final_is_answered_empty_and_no_word_comes_twice():
+    utterance, audio = paused("Maria Gonzalez, my birthday is the fourth of May.", 5, 1.5)
+    lead = silence(0.2)
+    cut = len(lead) + int((utterance.words[5].end_s + 0.3) * RATE) * 2
+    pcm = lead + audio + silence(0.3)
+    async with DeepgramEmulator(FAST, scripts={"c": [utterance]}) as emulator:
+        # The VAD's stop 0.3 s into the pause: the Finalize comes after the pause's endpoint.
+        frames = [*audio_frames(pcm[:cut]), VADUserStoppedSpeakingFrame(stop_secs=0.2)]
+        frames += [final_sent(emulator, from_finalize=True)]
+        frames += [*audio_frames(pcm[cut:]), finals_down(2)]
+        down = await drive(stt(emulator, "c"), frames)
+    answers = [r for r in emulator.results if r.is_final and r.from_finalize]
+    assert [r.transcript for r in answers] == [""]
+    finals = [f.text for f in down if isinstance(f, TranscriptionFrame)]
+    assert " ".join(finals).split() == utterance.text.split()
 
 
 async def test_long_endpointing_answers_the_finalize_with_the_words_and_pipecat_marks_it():
