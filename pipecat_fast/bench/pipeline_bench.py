@@ -59,7 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated, baseline first (default {DEFAULT_CONFIGS}; known: "
         f"{', '.join(CONFIGS)})",
     )
-    parser.add_argument("--calls", type=int, default=3, help="calls per configuration")
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=None,
+        help="calls per configuration (default 3; with --call-ids, one per id)",
+    )
+    parser.add_argument(
+        "--call-ids",
+        default=None,
+        help="comma-separated call script ids to run, in this order (default: all, cycled)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="run the set of calls N times")
     parser.add_argument("--profile", default="same-region", choices=sorted(PROFILES))
     parser.add_argument(
@@ -152,8 +162,10 @@ async def _bench(args: argparse.Namespace) -> int:
     if args.engine == "llama-cpp":
         check_engine_installed()
     configs = get_configs([c.strip() for c in args.configs.split(",") if c.strip()])
+    ids = [i.strip() for i in (args.call_ids or "").split(",") if i.strip()] or None
     calls = bench_calls(
-        args.calls,
+        args.calls if args.calls is not None else (None if ids else 3),
+        ids=ids,
         large_prompt=profile.prompt == "large",
         revisions_interval_s=None
         if args.no_stt_revisions

@@ -15,6 +15,30 @@ def test_non_positive_call_count_is_a_clear_error(capsys):
     assert "at least 1" in capsys.readouterr().out
 
 
+def test_an_unknown_call_id_is_a_clear_error_naming_the_known_ones(capsys):
+    assert main(["bench", "--call-ids", "reschedule,nope"]) == 2
+    out = capsys.readouterr().out
+    assert "no call script 'nope'" in out and "reschedule" in out
+
+
+def test_call_ids_choose_the_calls_the_bench_runs(monkeypatch):
+    from pipecat_fast.bench import pipeline_bench
+
+    chosen = {}
+
+    def bench_calls(n, *, ids=None, **kwargs):
+        chosen.update(n=n, ids=ids)
+        raise ValueError("stop here")  # before any emulator or pipeline starts
+
+    monkeypatch.setattr(pipeline_bench, "bench_calls", bench_calls)
+    assert main(["bench", "--call-ids", "reschedule, family_languages"]) == 2
+    assert chosen == {"n": None, "ids": ["reschedule", "family_languages"]}
+    assert main(["bench", "--call-ids", "reschedule", "--calls", "2"]) == 2
+    assert chosen == {"n": 2, "ids": ["reschedule"]}
+    assert main(["bench"]) == 2
+    assert chosen == {"n": 3, "ids": None}
+
+
 def test_bench_without_a_suite_means_the_pipeline_suite(capsys):
     # Same error path as above, reached through `pipecat-fast bench` with no suite name.
     assert main(["bench", "--configs", "nope"]) == 2
