@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -169,7 +170,29 @@ def read_input(path: str, max_bytes: int = DEFAULT_MAX_BYTES, stdin=None) -> tup
     try:
         return decode(data, truncated), truncated
     except UnicodeDecodeError as e:
+        declared = _declared_encoding(data)
+        if declared is not None:
+            try:
+                return data.decode(declared, "strict"), truncated
+            except UnicodeDecodeError:
+                pass
         raise ValueError(f"not UTF-8/UTF-16 text (undecodable byte at {e.start}), skipped") from e
+
+
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+"""A PEP 263 encoding declaration (``# -*- coding: latin-1 -*-``)."""
+
+
+def _declared_encoding(data: bytes) -> str | None:
+    """The encoding a file declares in its first two lines (PEP 263), if Python knows it."""
+    for line in data.split(b"\n", 2)[:2]:
+        m = _CODING.match(line)
+        if m:
+            try:
+                return codecs.lookup(m.group(1).decode("ascii")).name
+            except (LookupError, UnicodeDecodeError):
+                return None
+    return None
 
 
 def _blocks(value, cached_default: bool = False) -> list[tuple[str, bool]]:

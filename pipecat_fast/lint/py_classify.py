@@ -691,6 +691,17 @@ class Classifier:
         """
         if isinstance(node, (ast.JoinedStr, ast.BinOp)):
             return True
+        if isinstance(node, ast.Name):
+            # A constant by convention (`_REPLY_QUESTION`), or a name whose one value in
+            # view is itself literal or built text.
+            if node.id.isupper() and len(node.id) > 1:
+                return True
+            values = self.ix(node).resolve_name(node)
+            return (
+                len(values) == 1
+                and not isinstance(values[0], Param)
+                and (_is_literal(values[0]) or self._traced_text(values[0]))
+            )
         if not isinstance(node, ast.Call):
             return False
         if isinstance(node.func, ast.Attribute) and node.func.attr in _TEXT_METHODS:

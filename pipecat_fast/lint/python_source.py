@@ -126,6 +126,9 @@ class Sink:
     name: str | None = None
     block: bool = False
     per_turn: bool = False
+    template: bool = False
+    """A literal read as a prompt template by its text (see ``_template_literal``): its
+    placeholders named like volatile values are graded."""
 
 
 def _target_name(target: ast.AST) -> str | None:
@@ -241,11 +244,12 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         name: str | None = None,
         block=False,
         per_turn=False,
+        template=False,
     ) -> None:
         if value is None or id(value) in seen:
             return
         seen.add(id(value))
-        sinks.append(Sink(value, slot, label, name, block, per_turn))
+        sinks.append(Sink(value, slot, label, name, block, per_turn, template))
 
     appended: set[int] = set()
     called = _called_names(tree, project)
@@ -334,7 +338,42 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     for name, fn in lambdas:
         if name not in called:
             add(fn.body, "system", f"what `{name}()` returns")
+    for node in _template_literals(tree):
+        add(node, "system", "a prompt template", template=True)
     return sinks
+
+
+_ROLE_LINE = re.compile(r"^[ \t#>*-]*(you are|you're|your name is|act as)\b", re.I | re.M)
+
+
+def _template_literals(tree: ast.Module) -> list[ast.Constant]:
+    """String literals that read as a prompt template whatever name holds them.
+
+    A multi-line literal with a role line (a line opening with "You are") and a
+    template placeholder named like a volatile value (``{{current_time}}``), not a
+    docstring and not the receiver of a ``.format``-like call (that call is linted):
+    a template a template engine fills out of view, held under a name that says nothing
+    (``content=``, a dict value, a seed record).
+    """
+    out: list[ast.Constant] = []
+    for parent in ast.walk(tree):
+        if isinstance(parent, ast.Expr) or (
+            isinstance(parent, ast.Attribute) and parent.attr in BUILD_METHODS
+        ):
+            continue
+        for node in ast.iter_child_nodes(parent):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            text = node.value
+            if "\n" not in text or not _ROLE_LINE.search(text):
+                continue
+            if any(
+                classify_name(m.group(1).rsplit(".", 1)[-1]) is not None
+                for pattern, _level in _PLACEHOLDER_PATTERNS[:2]
+                for m in pattern.finditer(text)
+            ):
+                out.append(node)
+    return out
 
 
 def _called_names(tree: ast.Module, project) -> set[str]:
@@ -827,15 +866,43 @@ def lint_python_source(
                 tree, text, minimum, encoding, filename, project, breakpoints
             ),
         )
-    except (ValueError, RecursionError, MemoryError) as e:
+    except RecursionError:
+        return _literals_only(source, "nested too deeply to parse", minimum, encoding)
+    except (ValueError, MemoryError) as e:
         return [Finding(rule="CB901", severity=Severity.WARNING, message=f"not linted: {e}")]
     try:
         return _lint_tree(tree, source, minimum, encoding, filename, project, breakpoints)
     except RecursionError:
         # ast.parse takes deeper nesting than a recursive walk of the tree does: a prompt
         # concatenated from hundreds of literals with `+`.
-        message = "expressions nested too deeply to analyse, not linted"
-        return [Finding(rule="CB901", severity=Severity.WARNING, message=message)]
+        return _literals_only(source, "expressions nested too deeply to analyse", minimum, encoding)
+
+
+def _literals_only(
+    source: str, why: str, minimum: PrefixMinimum | None, encoding: str
+) -> list[Finding]:
+    """Code too deep to walk: lint the prompt-like string literals it holds.
+
+    As for code that does not parse, with a CB901 note (a warning when none could be read).
+    """
+    from pipecat_fast.lint.recover import literal_findings
+
+    def lint_tree(tree: ast.Module, text: str) -> list[Finding]:
+        return _lint_tree(tree, text, minimum, encoding)
+
+    try:
+        found, linted = literal_findings(source, None, lint_tree)
+    except RecursionError:
+        found, linted = [], 0
+    if linted:
+        note = Finding(
+            rule="CB901",
+            severity=Severity.INFO,
+            message=f"{why}: linted {linted} prompt-like string literal(s) of it",
+        )
+    else:
+        note = Finding(rule="CB901", severity=Severity.WARNING, message=f"{why}, not linted")
+    return [note, *found]
 
 
 def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | None]:
@@ -909,7 +976,9 @@ class _ModuleLint:
             # what it leaves unfilled is not what ships (the last step is checked).
             for key in set(renderer.issues) - issues_before:
                 del renderer.issues[key]
-        if sink.slot == "system" and sink.name and sink.name not in index.formatted_names:
+        if sink.template or (
+            sink.slot == "system" and sink.name and sink.name not in index.formatted_names
+        ):
             # A template defined here and filled elsewhere (another module, or never in
             # view): its placeholders say what will go there.
             segments = _placeholder_holes(segments, sink, self.classifier)

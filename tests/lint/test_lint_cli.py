@@ -102,13 +102,15 @@ def test_exit_3_when_an_input_cannot_be_linted_and_others_still_are(files):
 
 def test_deeply_nested_inputs_are_reported_and_the_others_still_linted(files):
     # A prompt concatenated from 400 literals (a recursive walk of the tree runs out of
-    # stack) and JSON nested 100,000 deep: each is one unlinted input, never a traceback.
+    # stack): its string literals are still read, with a note. JSON nested 100,000 deep:
+    # one unlinted input. Never a traceback.
     (files / "concat.py").write_text("system_prompt = " + " + ".join(['"a"'] * 400) + "\n")
     (files / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     paths = [str(files / name) for name in ("concat.py", "deep.json", "clean.txt")]
     code, out, _ = run(paths)
     assert code == cli.EXIT_UNLINTED
-    assert "nested too deeply" in out and "3 file(s); 2 could not be linted" in out
+    assert "too deeply to analyse: linted 1 prompt-like string literal" in out
+    assert "JSON nested too deeply" in out and "3 file(s); 1 could not be linted" in out
     code, out, _ = run([str(files / "deep.json"), str(files / "early.txt")])
     assert code == cli.EXIT_FINDINGS and "CB101" in out
 

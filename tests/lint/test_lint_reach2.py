@@ -304,3 +304,65 @@ def test_a_name_is_not_guessed_from_when_its_text_is_built_in_view():
     """
     # `text` would read as what the caller just said; here it is the joined files.
     assert volatile(lint(code), "CB105") == []
+
+
+def test_a_literal_with_a_role_line_and_a_clock_placeholder_is_a_template():
+    guide = f'''
+Node(
+    content="""Copy the template below into the global node.
+
+Template:
+You are the desk agent of Acme.
+## Now
+UTC time: {{{{current_time}}}}
+{BODY}""",
+)
+'''
+    (f,) = volatile(lint_python_source(guide), "CB101")
+    assert f.severity is Severity.ERROR and f.extra["sink"] == "a prompt template"
+    # Without a role line it is any template (an e-mail, a log line): left alone.
+    assert volatile(lint_python_source(guide.replace("You are", "This is")), "CB101") == []
+    # A docstring that shows such a template is documentation, not a prompt.
+    doc = f'def f():\n    """You are told:\n    {{{{current_time}}}}\n    {BODY}"""\n'
+    assert volatile(lint_python_source(doc), "CB101") == []
+
+
+def test_a_constant_passed_to_a_helper_is_not_guessed_from_the_parameter_name():
+    code = f"""
+    _QUESTION = "Did the reply answer the caller?"
+
+    class Judge:
+        def ask(self, criterion):
+            return Question(instructions=self._instructions(_QUESTION, criterion))
+
+        @staticmethod
+        def _instructions(question, criterion):
+            return " ".join([question, f"Criterion: {{criterion}}", "{BODY}"])
+    """
+    # `question` would read as what the caller just asked; it is bound to a constant.
+    assert volatile(lint(code), "CB105") == []
+
+
+def test_a_python_file_that_declares_its_encoding_is_read_in_it(tmp_path):
+    from pipecat_fast.lint.files import lint_path
+
+    path = tmp_path / "bot.py"
+    text = f'# -*- coding: latin-1 -*-\nsystem_prompt = f"Café {{uuid.uuid4()}}. {BODY}"\n'
+    path.write_bytes(text.encode("latin-1"))
+    report = lint_path(str(path))
+    assert report.linted and [f.rule for f in report.findings] == ["CB102"]
+    # Undeclared, the same bytes are not UTF-8: reported, not guessed.
+    path.write_bytes(text.split("\n", 1)[1].encode("latin-1"))
+    (note,) = lint_path(str(path)).findings
+    assert note.rule == "CB901" and "not UTF-8" in note.message
+
+
+def test_code_nested_too_deeply_to_parse_still_has_its_prompt_literals_read():
+    parts = ['"You are a bot. "', f'"Session {{session_id}}. {BODY}"'] + ['"x "'] * 3000
+    code = "system_prompt = " + " + ".join(parts) + "\n"
+    found = lint_python_source(code)
+    (note,) = volatile(found, "CB901")
+    assert note.severity is Severity.INFO and "1 prompt-like string literal" in note.message
+    # The template's placeholder near its start is graded as what it stands for.
+    (f,) = volatile(found, "CB103")
+    assert f.severity is Severity.ERROR
