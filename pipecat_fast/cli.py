@@ -98,11 +98,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class _interruptible:
-    """SIGTERM unwinds like Ctrl-C (a ``KeyboardInterrupt``), and either ends the command quietly.
+    """Ctrl-C or SIGTERM ends the command quietly, after its cleanup ran.
 
-    Python's default SIGTERM ends the process at once: no ``finally``, no ``atexit``, so a bench
-    would leave its engine process running. Used as ``with`` around a command; a swallowed
-    interrupt leaves ``(signal name, number)`` in the value it yields.
+    Async commands run through :func:`pipecat_fast._signals.run`, which turns SIGTERM into a
+    cancellation of the command's task; for the rest, SIGTERM here raises the same interrupt.
+    A swallowed interrupt leaves ``(name, signal number)`` in the list this yields.
     """
 
     def __enter__(self) -> list:
@@ -113,17 +113,22 @@ class _interruptible:
         return self.stopped
 
     def _on_sigterm(self, signum, frame) -> None:
-        self.stopped[:] = ["SIGTERM", int(signal.SIGTERM)]
-        raise KeyboardInterrupt
+        from pipecat_fast._signals import Terminated
+
+        raise Terminated
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
-        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            if not self.stopped:
-                self.stopped[:] = ["Ctrl-C", int(signal.SIGINT)]
-            return True
-        return False
+        if exc_type is None or not issubclass(exc_type, KeyboardInterrupt):
+            return False
+        from pipecat_fast._signals import Terminated
+
+        if issubclass(exc_type, Terminated):
+            self.stopped[:] = ["SIGTERM", int(signal.SIGTERM)]
+        else:
+            self.stopped[:] = ["Ctrl-C", int(signal.SIGINT)]
+        return True
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ environment.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from pathlib import Path
 
+from pipecat_fast import _signals
 from pipecat_fast.bench.calls import CallScriptError, call_ids
 from pipecat_fast.bench.configs import ALL, CONFIGS, get_configs
 from pipecat_fast.bench.emulator_process import EmulatorProcess
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo; a broken call script or a bad option is a one-line error (exit 2)."""
     quiet_logs(args.verbose)
     try:
-        return asyncio.run(_demo(args))
+        return _signals.run(_demo(args))
     except (CallScriptError, ValueError) as e:
         print_problem("error", e)
         return 2

@@ -37,6 +37,7 @@ from typing import Any
 
 from loguru import logger
 
+from pipecat_fast import _signals
 from pipecat_fast.bench.calls import CallScriptError
 from pipecat_fast.bench.configs import BenchConfig
 from pipecat_fast.bench.emulator_process import EmulatorProcess
@@ -542,7 +543,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the load bench; bad arguments or call material are a one-line error (exit 2)."""
     quiet_logs(args.verbose)
     try:
-        return asyncio.run(_bench(args))
+        return _signals.run(_bench(args))
     except (CallScriptError, ValueError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2

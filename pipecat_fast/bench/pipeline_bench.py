@@ -16,13 +16,13 @@ abandoned (:class:`pipecat_fast.testing.engine_log.EngineRequest`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import math
 from pathlib import Path
 
 import aiohttp
 
+from pipecat_fast import _signals
 from pipecat_fast.bench.calls import CallScriptError
 from pipecat_fast.bench.configs import CONFIGS, get_configs
 from pipecat_fast.bench.emulator_process import EmulatorProcess
@@ -408,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
     from pipecat_fast.testing.llama_server import LlamaServerError
 
     try:
-        return asyncio.run(_bench(args))
+        return _signals.run(_bench(args))
     except (CallScriptError, ValueError) as e:
         print_problem("error", e)
         return 2

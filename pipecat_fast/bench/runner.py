@@ -21,6 +21,7 @@ from typing import Any
 
 from loguru import logger
 from pipecat.frames.frames import EndFrame, TTSSpeakFrame
+from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.workers.runner import WorkerRunner
 
@@ -556,7 +557,6 @@ async def warm_up(endpoints: Endpoints) -> None:
     from pipecat.frames.frames import LLMContextFrame
     from pipecat.processors.aggregators.llm_context import LLMContext
     from pipecat.services.openai.llm import OpenAILLMService
-    from pipecat.tests.utils import run_test
 
     llm = OpenAILLMService(
         api_key=endpoints.llm_api_key,
@@ -564,7 +564,17 @@ async def warm_up(endpoints: Endpoints) -> None:
         settings=OpenAILLMService.Settings(model=endpoints.llm_model, **endpoints.llm_settings),
     )
     context = LLMContext(messages=[{"role": "user", "content": "warm up"}])
+    # Not Pipecat's test helper `run_test`: its WorkerRunner installs a SIGINT handler that
+    # outlives it, so a later Ctrl-C cancelled that finished runner instead of the bench.
+    worker = PipelineWorker(Pipeline([llm]), cancel_on_idle_timeout=False)
+
+    @worker.event_handler("on_pipeline_started")
+    async def _ask(_worker, _frame):
+        await worker.queue_frames([LLMContextFrame(context), EndFrame()])
+
+    runner = WorkerRunner(handle_sigint=False)
     try:
-        await run_test(llm, frames_to_send=[LLMContextFrame(context)])
+        await runner.add_workers(worker)
+        await asyncio.wait_for(runner.run(), 60)
     except Exception as e:  # a failed warm-up only costs accuracy, never the run
         logger.warning(f"bench warm-up failed: {e}")
