@@ -11,9 +11,9 @@ levers itself (``?levers=`` / ``request_data.levers``). Prints the client-side T
 beside the server's own meter, and the p50/p95 ratio of ``all`` to ``stock`` over the turns
 both answered.
 
-    flock /tmp/pf-bench.lock python scripts/e2e_examples.py twilio --calls 3 --ring-s 2
-    flock /tmp/pf-bench.lock python scripts/e2e_examples.py webrtc --calls 3
-    flock /tmp/pf-bench.lock python scripts/e2e_examples.py chromium --calls 3 --turns 2
+    python scripts/e2e_examples.py twilio --calls 3 --ring-s 2
+    python scripts/e2e_examples.py webrtc --calls 3
+    python scripts/e2e_examples.py chromium --calls 3 --turns 2
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ bench turn's audio up to its end of speech plus a stop window of silence:
 
 Usage (from the repository root; CPU-bound, so under the bench lock)::
 
-    flock /tmp/pf-bench.lock env PYTHONPATH=$PWD python scripts/measure_smart_turn_time.py \\
+    PYTHONPATH=$PWD python scripts/measure_smart_turn_time.py \\
         --out docs/results/smart_turn_time.json
 """
 

@@ -20,7 +20,7 @@ Scenarios, each run stock then with the pool, interleaved:
 
 Usage (the figures in docs/ttspool.md)::
 
-    flock /tmp/pf-bench.lock python scripts/measure_tts_pool.py --rtt 20,100 --runs 8
+    python scripts/measure_tts_pool.py --rtt 20,100 --runs 8
 """
 
 from __future__ import annotations

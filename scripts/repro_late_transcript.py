@@ -10,7 +10,7 @@ writes per attempt, under ``OUT``:
   the aggregator's turn events (which start strategy opened a turn, stop timeouts);
 - ``turns_N.json``: the TTFA records of the call's turns; ``context_N.json``: the final context.
 
-    flock /tmp/pf-bench.lock python scripts/repro_late_transcript.py \\
+    python scripts/repro_late_transcript.py \\
         cancel_spanish cross-region 6 /tmp/late pool
 
 Usage: ``repro_late_transcript.py CALL PROFILE ATTEMPTS OUT [CONFIG]`` (CONFIG: a bench
