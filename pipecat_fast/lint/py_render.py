@@ -922,15 +922,14 @@ class Renderer:
 
 
 def _role(message: ast.AST) -> str:
-    """The role of a message literal or object, for the rendered request text."""
-    if isinstance(message, ast.Dict):
-        for k, v in zip(message.keys, message.values, strict=True):
-            if isinstance(k, ast.Constant) and k.value == "role" and isinstance(v, ast.Constant):
-                return str(v.value)
-    if isinstance(message, ast.Call):
-        name = getattr(message.func, "attr", getattr(message.func, "id", ""))
-        return name.removesuffix("Message").lower() or "user"
-    return "user"
+    """The role of a message literal or object, for the rendered request text.
+
+    The source reader's own rule (one home: :func:`pipecat_fast.lint.python_source._role`),
+    imported here lazily as :meth:`Renderer` already imports ``message_content``.
+    """
+    from pipecat_fast.lint.python_source import _role as role_of
+
+    return role_of(message)
 
 
 def _strip(segments: list[Segment], how: str) -> list[Segment]:
