@@ -237,7 +237,7 @@ class BackgroundCaller:
             elif kind == "confirm":
                 confirmed_at = now
                 self.planner.stop_turn()
-                self.planner.request_dispatched(now)
+                self.planner.request_dispatched(now, self._load_now())
                 await self._dispatched()
                 if draft is not None:
                     decisions = draft.inner_confirmed()
@@ -245,7 +245,7 @@ class BackgroundCaller:
                 if isinstance(decision, StartDraft):
                     # The draft is the turn's request sent early (the pipeline's prefill sees
                     # its context frame as the request leaving).
-                    self.planner.request_dispatched(now)
+                    self.planner.request_dispatched(now, self._load_now())
                     await self._dispatched()
                     self._start_draft(decision.text)
                 elif isinstance(decision, Withdraw):
@@ -299,6 +299,10 @@ class BackgroundCaller:
 
     # -- the levers' requests ---------------------------------------------------------------
 
+    def _load_now(self) -> int | None:
+        """Other requests on the engine now, as the prefill tags its timings with."""
+        return self.load.requests_now(self.yield_config) if self.load is not None else None
+
     def _busy(self, kind: Kind):
         if self.load is None:
             return None
@@ -315,7 +319,15 @@ class BackgroundCaller:
             planner.decide(words, None, now)
             return
         tokens = await self._estimate(text)
-        if planner.decide(words, tokens, now, engine_busy=self._busy(Kind.PREFILL)) is None:
+        decision = planner.decide(
+            words,
+            tokens,
+            now,
+            engine_busy=self._busy(Kind.PREFILL),
+            load_now=self._load_now(),
+            queue_s=self.load.queue_now() if self.load is not None else None,
+        )
+        if decision is None:
             self._cancel_reason = None
             self._prefill_handle = (
                 self.load.sent(

@@ -15,6 +15,7 @@ from pipecat_fast.load.core import (
     cancel_on_dispatch,
     contended,
     decide,
+    requests_on_engine,
     reuses_unfinished,
 )
 from pipecat_fast.load.probe import EngineLoad, parse_metrics, parse_slots
@@ -35,6 +36,7 @@ __all__ = [
     "ProbeState",
     "QueueEstimator",
     "Reason",
+    "requests_on_engine",
     "reuses_unfinished",
     "Verdict",
     "YieldConfig",

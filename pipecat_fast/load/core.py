@@ -298,6 +298,41 @@ def _from_probe(
     return None
 
 
+def requests_on_engine(
+    probe: ProbeState | None, now: float, config: YieldConfig | None = None
+) -> int | None:
+    """How many requests the engine has besides one sent now, or ``None`` when unknown.
+
+    The latest reading's running and waiting requests plus this process's speculative
+    requests sent since it was taken (a reading cannot count them yet). A request's timing
+    is tagged with it (:class:`pipecat_fast.prefill.ProviderSpeed`): ``0`` says the engine
+    was idle when it left, so its time measures the engine's own speed, not other callers'
+    queueing and shared compute.
+
+    Args:
+        probe: What the load probe can say; ``None`` without a probe.
+        now: The probe's clock (s).
+        config: ``stale_s``: a reading older than this says nothing about now.
+
+    Returns:
+        The count, or ``None`` without a probe, while it fails, before its first reading,
+        with a reading older than ``stale_s``, or when the engine reports neither gauge.
+    """
+    config = config or YieldConfig()
+    if probe is None or probe.failing or probe.reading is None:
+        return None
+    reading = probe.reading
+    if now - reading.at_s > config.stale_s:
+        return None
+    if reading.running is None and reading.waiting is None:
+        return None
+    return (
+        max(0, reading.running or 0)
+        + max(0, reading.waiting or 0)
+        + max(0, probe.sent_since_reading)
+    )
+
+
 def _describe(reading: LoadReading | None, probe: ProbeState | None) -> str:
     if reading is None:
         return ""

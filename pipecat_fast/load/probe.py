@@ -55,6 +55,7 @@ from pipecat_fast.load.core import (
     cancel_on_dispatch,
     contended,
     decide,
+    requests_on_engine,
     reuses_unfinished,
 )
 
@@ -276,6 +277,19 @@ class EngineLoad:
                 left = replace(flight.prefill, tokens_per_s=rate).remaining(now)
                 total += left or 0
         return total
+
+    def requests_now(self, config: YieldConfig | None = None) -> int | None:
+        """Requests on the engine besides one sent now (``None``: unknown, e.g. no probe).
+
+        :func:`~pipecat_fast.load.core.requests_on_engine` on the probe's state: what a
+        request's timing is tagged with, so the provider's speed is learnt from idle ones.
+        """
+        now = self.clock()
+        return requests_on_engine(self.state(now), now, config)
+
+    def queue_now(self) -> float | None:
+        """The queueing measured on the sessions' own recent requests (s), or ``None``."""
+        return self.queue.queue_s(self.clock())
 
     def verdict(
         self,

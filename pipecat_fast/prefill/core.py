@@ -33,8 +33,10 @@ Then the rules that need the prompt's size (tokens, as the provider counts them)
   caching off), so prefills of that size stop;
 - **cannot finish**: the prefill's uncached tokens would take the provider longer to compute
   than the caller is likely to keep talking (plus the end-of-turn wait), so the real request
-  would arrive first and compute them again. The provider's speed is measured
-  (:class:`ProviderSpeed`, from its own time to first token against uncached tokens); the
+  would arrive first and compute them again. The provider's speed is its *idle* speed
+  (:class:`ProviderSpeed`, from its own time to first token against uncached tokens, learnt
+  from requests sent while the load probe saw the engine idle, else a low quantile of all),
+  plus the queueing measured now; the load now is otherwise the yield rules' to judge. The
   caller's likely turn length from this session's turns. A provider seen to make a real request
   reuse an unfinished prefill (a serial engine) is exempt.
 """
@@ -178,45 +180,101 @@ class TurnAccount:
         return fields
 
 
+def low_quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear between the nearest ranks; not empty)."""
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
 class ProviderSpeed:
-    """How long a provider takes to first token, against the uncached tokens it must prefill.
+    """How long a provider takes to first token when it is idle, against the uncached tokens.
 
     Fed with the provider's own measurements — each real request's time to first token and
-    each prefill's round trip, with the uncached prompt tokens its usage reported — and read
-    as ``seconds_for(uncached_tokens)``: a base (the median of warm requests, under
-    ``warm_tokens`` uncached) plus a per-token cost (the median over cold requests of their
-    time above the base per uncached token). Unknown (``None``) until it has seen a cold
-    request: a prefill is then never skipped for speed.
+    each prefill's round trip, with the uncached prompt tokens its usage reported, and the
+    load the engine had when it was sent (``load``: other requests running or waiting, from
+    the load probe; ``None`` when unknown) — and read as ``seconds_for(uncached_tokens)``: a
+    base (warm requests, under ``warm_tokens`` uncached) plus a per-token cost (cold requests'
+    time above the base per uncached token).
+
+    It estimates the engine's **idle** speed: what a prefill takes when it is allowed to run.
+    A request slowed by other callers (queued behind them, or sharing the engine's compute
+    with them) says nothing about that, and learning from it made a speed measured under load
+    refuse every cold prefill long after the engine was idle again. So:
+
+    - samples sent with ``load == 0`` (the engine idle) are kept apart and, once one of them
+      is cold, the estimate uses only them — a run of loaded samples never pushes them out;
+    - without an idle cold sample (no probe, e.g. a hosted API; or none measured yet) every
+      sample counts (the ``keep`` most recent of each kind, so old ones age out);
+    - base and per-token cost are a low quantile (``quantile``, the 25th percentile) of the
+      samples rather than their median: queueing and shared compute only ever add time, so
+      the faster samples are the closer to the engine's own speed.
+
+    Load *now* is not baked in here: the yield rules (:mod:`pipecat_fast.load`) judge it,
+    and the planner adds the queueing measured now.
+
+    Unknown (``None``) until it has seen a cold request: a prefill is then never skipped for
+    speed.
 
     Args:
         warm_tokens: Requests with fewer uncached tokens count as warm (they measure the base).
-        keep: Most recent samples kept.
+        keep: Most recent samples kept, of idle ones and of the others each.
+        quantile: Which quantile of the samples estimates the speed (0 the fastest, 0.5 the
+            median).
     """
 
-    def __init__(self, *, warm_tokens: int = 256, keep: int = 32):
+    def __init__(self, *, warm_tokens: int = 256, keep: int = 32, quantile: float = 0.25):
+        if isinstance(quantile, bool) or not isinstance(quantile, int | float):
+            raise ValueError(f"ProviderSpeed quantile must be in [0, 1], got {quantile!r}")
+        if not 0 <= quantile <= 1:
+            raise ValueError(f"ProviderSpeed quantile must be in [0, 1], got {quantile!r}")
         self.warm_tokens = warm_tokens
-        self._samples: deque[tuple[int, float]] = deque(maxlen=keep)
+        self.quantile = float(quantile)
+        self._idle: deque[tuple[int, int, float]] = deque(maxlen=keep)
+        self._other: deque[tuple[int, int, float]] = deque(maxlen=keep)
+        self._seq = 0
         self.reuses_unfinished: bool | None = None
         """Whether a real request was seen to reuse a prefill still running (a serial engine)."""
 
-    def add(self, uncached_tokens: int, seconds: float) -> None:
-        """One measured request: ``uncached_tokens`` prefilled, first token after ``seconds``."""
+    def add(self, uncached_tokens: int, seconds: float, load: int | None = None) -> None:
+        """One measured request: ``uncached_tokens`` prefilled, first token after ``seconds``.
+
+        Args:
+            uncached_tokens: Prompt tokens the provider computed.
+            seconds: Time to its first token (or the prefill's round trip).
+            load: Other requests on the engine when it was sent
+                (:func:`pipecat_fast.load.requests_on_engine`); ``0`` idle, ``None`` unknown.
+        """
         if uncached_tokens >= 0 and seconds >= 0:
-            self._samples.append((int(uncached_tokens), float(seconds)))
+            idle = load is not None and not isinstance(load, bool) and load == 0
+            self._seq += 1
+            sample = (self._seq, int(uncached_tokens), float(seconds))
+            (self._idle if idle else self._other).append(sample)
 
     @property
     def samples(self) -> list[tuple[int, float]]:
-        """The samples kept, oldest first."""
-        return list(self._samples)
+        """The samples kept, oldest first: ``(uncached_tokens, seconds)``."""
+        return [(u, s) for _, u, s in sorted([*self._idle, *self._other])]
+
+    @property
+    def idle_samples(self) -> list[tuple[int, float]]:
+        """Of those, the ones sent while the engine was idle, oldest first."""
+        return [(u, s) for _, u, s in self._idle]
 
     def seconds_for(self, uncached_tokens: int) -> float | None:
-        """Expected time to first token with ``uncached_tokens`` to prefill, or ``None``."""
-        warm = [s for u, s in self._samples if u < self.warm_tokens]
-        base = median(warm) if warm else 0.0
-        cold = [(u, s) for u, s in self._samples if u >= self.warm_tokens]
+        """Expected idle time to first token with ``uncached_tokens`` to prefill, or ``None``."""
+        pool = [(u, s) for _, u, s in self._idle]
+        if not any(u >= self.warm_tokens for u, _ in pool):
+            pool = self.samples
+        q = self.quantile
+        warm = [s for u, s in pool if u < self.warm_tokens]
+        base = low_quantile(warm, q) if warm else 0.0
+        cold = [(u, s) for u, s in pool if u >= self.warm_tokens]
         if not cold:
             return base if warm and uncached_tokens < self.warm_tokens else None
-        per_token = median(max(0.0, s - base) / u for u, s in cold)
+        per_token = low_quantile([max(0.0, s - base) / u for u, s in cold], q)
         return base + per_token * max(0, uncached_tokens)
 
 
@@ -237,6 +295,8 @@ class PrefillPlanner:
         self._in_flight_account: TurnAccount | None = None
         self._in_flight_sent_at = 0.0
         self._in_flight_tokens = 0
+        self._in_flight_load: int | None = None
+        self._dispatch_load: int | None = None
         self._overlapped_tokens = 0
         self._overlapped_base = 0
         self._overlap_cancelled = False
@@ -296,6 +356,9 @@ class PrefillPlanner:
         prompt_tokens: int | None,
         now: float,
         engine_busy: Callable[[int], str | None] | None = None,
+        *,
+        load_now: int | None = None,
+        queue_s: float | None = None,
     ) -> Skip | None:
         """Whether a stable update should start a prefill.
 
@@ -309,13 +372,20 @@ class PrefillPlanner:
                 cache is known to hold): the engine-load rule that holds it back (``"queue"``,
                 ``"busy"``...), or ``None`` when the engine has room. Counted in the turn's
                 ``yielded``.
+            load_now: Other requests on the engine now
+                (:func:`pipecat_fast.load.requests_on_engine`; ``None`` unknown): a prefill
+                sent now is tagged with it, so its time counts for the provider's idle speed
+                only if the engine was idle.
+            queue_s: Queueing measured now on the sessions' own requests (s), added to the
+                idle speed in the ``cannot_finish`` rule (the load now, from the load side;
+                ``None`` none measured).
 
         Returns:
             None to send now (and the planner counts it as in flight), else why not.
         """
         reason = self.blocked(stable_words, now)
         if reason is None and prompt_tokens is not None:
-            reason = self._size_rule(prompt_tokens, now)
+            reason = self._size_rule(prompt_tokens, now, queue_s)
         if reason is None and engine_busy is not None:
             why = engine_busy(max(0, (prompt_tokens or 0) - self._known_cached))
             if why:
@@ -326,6 +396,7 @@ class PrefillPlanner:
             self._in_flight_account = self.turn
             self._in_flight_sent_at = now
             self._in_flight_tokens = prompt_tokens or 0
+            self._in_flight_load = load_now
             self._unsent = (self._sent_words, self._sent_tokens)
             self._sent_words = stable_words
             self._sent_tokens = prompt_tokens
@@ -334,7 +405,7 @@ class PrefillPlanner:
             self.turn.skipped[reason.value] = self.turn.skipped.get(reason.value, 0) + 1
         return reason
 
-    def _size_rule(self, prompt_tokens: int, now: float) -> Skip | None:
+    def _size_rule(self, prompt_tokens: int, now: float, queue_s: float | None) -> Skip | None:
         config = self.config
         cacheable = config.cacheable(prompt_tokens)
         if cacheable == 0:
@@ -345,6 +416,8 @@ class PrefillPlanner:
             return Skip.NO_NEW_BLOCK
         if config.skip_unfinishable and self.speed.reuses_unfinished is not True:
             seconds = self.speed.seconds_for(max(0, prompt_tokens - self._known_cached))
+            if seconds is not None:
+                seconds += max(0.0, queue_s or 0.0)
             if seconds is not None and seconds > self.time_left(now):
                 return Skip.CANNOT_FINISH
         return None
@@ -389,7 +462,9 @@ class PrefillPlanner:
         self._known_cached = max(self._known_cached, prompt_tokens)
         if cached_tokens is None:
             return
-        self.speed.add(max(0, prompt_tokens - cached_tokens), max(0.0, now - sent_at))
+        self.speed.add(
+            max(0, prompt_tokens - cached_tokens), max(0.0, now - sent_at), self._in_flight_load
+        )
         self._watch_caching(prompt_tokens, cached_tokens)
 
     def _watch_caching(self, prompt_tokens: int, cached_tokens: int) -> None:
@@ -425,8 +500,13 @@ class PrefillPlanner:
         if self._overlapped_tokens:
             self._overlap_cancelled = True  # the real request cannot say whether it reads one
 
-    def request_dispatched(self, now: float) -> None:
-        """The real request for the turn left (the user aggregator pushed its context)."""
+    def request_dispatched(self, now: float, load_now: int | None = None) -> None:
+        """The real request for the turn left (the user aggregator pushed its context).
+
+        ``load_now``: other requests on the engine as it left (``None`` unknown); its time to
+        first token (:meth:`real_request`) is tagged with it.
+        """
+        self._dispatch_load = load_now
         if self._in_flight:
             self._overlapped_tokens = self._in_flight_tokens
             self._overlapped_base = self._known_cached
@@ -444,6 +524,7 @@ class PrefillPlanner:
             this session still running, and the usage says what was cached), so it can count
             as a speed or queueing sample.
         """
+        load, self._dispatch_load = self._dispatch_load, None
         if cached_tokens is None:
             self._overlapped_tokens = 0
             self._known_cached = max(self._known_cached, prompt_tokens)
@@ -459,7 +540,7 @@ class PrefillPlanner:
             if self.speed.reuses_unfinished is None and new >= self.speed.warm_tokens:
                 self.speed.reuses_unfinished = cached_tokens - base >= new // 2
         elif not self._overlapped_tokens and ttft_s is not None:
-            self.speed.add(uncached, ttft_s)
+            self.speed.add(uncached, ttft_s, load)
         self._overlapped_tokens = 0
         self._overlap_cancelled = False
         self._known_cached = max(self._known_cached, prompt_tokens)

@@ -260,7 +260,7 @@ class SpeculativePrefill(FrameProcessor):
             self._prefill_user_turn_ended = True
             await self._annotate(planner.turn)
         elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
-            planner.request_dispatched(now)
+            planner.request_dispatched(now, self._prefill_load.requests_now(self._prefill_yield))
             await self._prefill_dispatched()
             if self._prefill_user_turn_ended:
                 self._prefill_user_turn_ended = False
@@ -380,7 +380,15 @@ class SpeculativePrefill(FrameProcessor):
                 f"could not size the prefill ({type(e).__name__}: {e})", key="size-failed"
             )
             return
-        reason = planner.decide(frame.word_count, tokens, now, engine_busy=self._engine_busy)
+        load = self._prefill_load
+        reason = planner.decide(
+            frame.word_count,
+            tokens,
+            now,
+            engine_busy=self._engine_busy,
+            load_now=load.requests_now(self._prefill_yield),
+            queue_s=load.queue_now(),
+        )
         if planner.not_caching_raised:
             planner.not_caching_raised = False
             self._explain_skip(Skip.NOT_CACHING, tokens)

@@ -15,6 +15,7 @@ from pipecat_fast.load import (
     cancel_on_dispatch,
     contended,
     decide,
+    requests_on_engine,
     reuses_unfinished,
 )
 
@@ -293,3 +294,24 @@ def test_the_compute_rate_is_the_median_of_cold_samples():
     for tokens, seconds in ((1000, 1.0), (2000, 1.0), (3000, 1.0), (4000, 1.0)):
         rate.add(tokens, seconds)
     assert rate.tokens_per_s() == 3000.0  # the last three kept
+
+
+# -- what a request's timing is tagged with (the provider's idle speed) ---------------------
+
+
+def test_requests_on_the_engine_count_the_reading_and_what_this_process_sent_since():
+    assert requests_on_engine(state(running=0, waiting=0, capacity=4), NOW) == 0
+    assert requests_on_engine(state(running=2, waiting=1, capacity=4), NOW) == 3
+    # A prefill another session sent after the reading is not in it yet, but it runs.
+    assert requests_on_engine(state(running=0, waiting=0, sent_since_reading=1), NOW) == 1
+    assert requests_on_engine(state(running=None, waiting=0), NOW) == 0  # a queue-only gauge
+
+
+def test_without_a_current_reading_the_engine_load_is_unknown_not_idle():
+    assert requests_on_engine(None, NOW) is None  # no probe (a hosted API)
+    assert requests_on_engine(ProbeState(), NOW) is None  # before the first reading
+    assert requests_on_engine(state(running=0, waiting=0, failing=True), NOW) is None
+    old = state(running=0, waiting=0, age=1.5)  # older than stale_s: says nothing of now
+    assert requests_on_engine(old, NOW) is None
+    assert requests_on_engine(old, NOW, YieldConfig(stale_s=2.0)) == 0
+    assert requests_on_engine(state(), NOW) is None  # the page had neither gauge

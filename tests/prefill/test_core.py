@@ -181,13 +181,127 @@ def test_speed_is_unknown_until_a_cold_request_was_measured():
     assert speed.seconds_for(3_000) == pytest.approx(0.45)
 
 
-def test_speed_takes_the_median_so_one_slow_request_does_not_swing_it():
+def test_speed_takes_a_low_quantile_so_one_slow_request_does_not_swing_it():
     speed = ProviderSpeed()
     for seconds in (0.10, 0.11, 0.12):
         speed.add(10, seconds)
     for uncached, seconds in ((10_000, 1.11), (20_000, 2.11), (5_000, 9.0)):
         speed.add(uncached, seconds)
     assert speed.seconds_for(10_000) == pytest.approx(0.11 + 10_000 * 1e-4, rel=0.01)
+
+
+# -- the idle speed: load is judged now, not baked into the speed -------------------------
+
+COLD = 3_950  # a caller's cold first turn on the load bench: ~2 s at 2,000 tokens/s alone
+IDLE_S = 2.0
+LOADED_S = 6.0  # the same prompt while other callers' turns share the engine
+
+
+def first_word_of_a_new_call(speed):
+    """A new session (the speed is pooled per provider) at its caller's first stable word."""
+    planner = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.35), speed)
+    planner.caller_speaking(now=100.0)
+    return planner
+
+
+def real_cold_turn(speed, seconds, load):
+    """Another session's cold first turn: its real request, sent with ``load`` others."""
+    planner = PrefillPlanner(PrefillConfig(), speed)
+    planner.request_dispatched(now=0.0, load_now=load)
+    assert planner.real_request(prompt_tokens=COLD, cached_tokens=0, ttft_s=seconds)
+
+
+def test_a_speed_learnt_under_load_does_not_stop_a_cold_prefill_once_the_engine_is_idle():
+    speed = ProviderSpeed()
+    # One idle call first (its prefill sent while the probe saw nothing running)...
+    planner = first_word_of_a_new_call(speed)
+    assert planner.decide(1, COLD, now=100.1, load_now=0) is None
+    planner.finished(True, now=100.1 + IDLE_S, prompt_tokens=COLD, cached_tokens=0)
+    # ...then many more, all under load (more than the samples kept): every one slow.
+    for _ in range(40):
+        real_cold_turn(speed, LOADED_S, load=5)
+    assert speed.idle_samples == [(COLD, IDLE_S)]
+    # The engine is idle again: ~2 s of prefill fits the ~2.25 s left, so it goes.
+    planner = first_word_of_a_new_call(speed)
+    assert planner.time_left(100.1) == pytest.approx(2.25)
+    assert speed.seconds_for(COLD) == pytest.approx(IDLE_S)
+    assert planner.decide(1, COLD, now=100.1, load_now=0) is None
+
+
+def test_a_process_that_only_saw_load_relearns_from_the_first_idle_request():
+    speed = ProviderSpeed()
+    for _ in range(10):
+        real_cold_turn(speed, LOADED_S, load=3)
+    # Nothing says what the engine does alone: the slow speed is all there is.
+    assert first_word_of_a_new_call(speed).decide(1, COLD, 100.1) is Skip.CANNOT_FINISH
+    # The engine goes idle and a call's cold real request (always sent) measures it alone.
+    real_cold_turn(speed, IDLE_S, load=0)
+    assert first_word_of_a_new_call(speed).decide(1, COLD, 100.1, load_now=0) is None
+
+
+def test_idle_samples_still_skip_a_prefill_that_truly_cannot_finish():
+    # The large-prompt profile measured alone: 30k uncached tokens in 3.15 s.
+    speed = ProviderSpeed()
+    planner = PrefillPlanner(PrefillConfig(), speed)
+    planner.request_dispatched(now=0.0, load_now=0)
+    planner.real_request(prompt_tokens=20, cached_tokens=0, ttft_s=0.15)
+    planner.request_dispatched(now=1.0, load_now=0)
+    planner.real_request(prompt_tokens=30_000, cached_tokens=0, ttft_s=3.15)
+    # Faster samples under load (a smaller engine config, noise) do not override what it does
+    # alone.
+    for _ in range(5):
+        real_cold_turn(speed, 0.5, load=2)
+    planner = first_word_of_a_new_call(speed)
+    assert planner.decide(1, 30_000, now=100.5, load_now=0) is Skip.CANNOT_FINISH
+    assert planner.decide(1, 3_000, now=100.5, load_now=0) is None  # 0.45 s still pays
+
+
+def test_a_sample_of_unknown_load_is_not_taken_for_idle():
+    speed = ProviderSpeed()
+    speed.add(COLD, IDLE_S, load=0)
+    speed.add(COLD, LOADED_S, load=None)  # no probe reading when it left
+    speed.add(COLD, LOADED_S, load=1)
+    assert speed.idle_samples == [(COLD, IDLE_S)]
+    assert speed.samples == [(COLD, IDLE_S), (COLD, LOADED_S), (COLD, LOADED_S)]
+
+
+def test_without_a_probe_the_speed_is_the_fast_quarter_of_what_was_measured():
+    # A hosted API: no load is ever known. Queueing only adds time, so of eight cold
+    # requests (three alone at 0.5 ms/token, five behind others) the estimate is the fast
+    # ones', where the median is the slow ones'.
+    timings = (2.0, 6.0, 2.0, 6.0, 6.0, 2.0, 6.0, 6.0)
+    speed, median = ProviderSpeed(), ProviderSpeed(quantile=0.5)
+    for seconds in timings:
+        speed.add(4_000, seconds)
+        median.add(4_000, seconds)
+    assert speed.seconds_for(4_000) == pytest.approx(2.0)
+    assert median.seconds_for(4_000) == pytest.approx(6.0)
+
+
+def test_only_the_most_recent_samples_of_unknown_load_count():
+    speed = ProviderSpeed(keep=4)
+    for _ in range(4):
+        speed.add(COLD, LOADED_S)
+    for _ in range(4):
+        speed.add(COLD, IDLE_S)  # the old slow ones age out
+    assert speed.seconds_for(COLD) == pytest.approx(IDLE_S)
+
+
+def test_the_queueing_measured_now_counts_but_only_while_it_is_measured():
+    speed = ProviderSpeed()
+    speed.add(COLD, 1.9, load=0)
+    # 1.9 s of compute fits the ~2.25 s left; with 0.5 s of queueing measured now it does not.
+    busy = first_word_of_a_new_call(speed)
+    assert busy.decide(1, COLD, now=100.1, load_now=1, queue_s=0.5) is Skip.CANNOT_FINISH
+    # The queue estimate ages out (None): the same prefill goes.
+    calm = first_word_of_a_new_call(speed)
+    assert calm.decide(1, COLD, now=100.1, load_now=0, queue_s=None) is None
+
+
+@pytest.mark.parametrize("quantile", [-0.1, 1.5, float("nan"), True, "low"])
+def test_a_bad_quantile_is_refused(quantile):
+    with pytest.raises(ValueError, match="quantile"):
+        ProviderSpeed(quantile=quantile)
 
 
 def cold_speed():
