@@ -34,6 +34,7 @@ window); prompt text beyond it is not linted."""
 PYTHON_EXTS = {".py", ".pyw"}
 JS_EXTS = {".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts"}
 JSON_EXTS = {".json"}
+YAML_EXTS = {".yaml", ".yml"}
 TEXT_EXTS = {
     ".txt",
     ".md",
@@ -88,7 +89,7 @@ def _wanted_in_folder(relative: Path) -> bool:
     ext = relative.suffix.lower()
     if ext in PYTHON_EXTS or ext in JS_EXTS or ext == ".prompt":
         return True
-    if ext not in TEXT_EXTS | JSON_EXTS:
+    if ext not in TEXT_EXTS | JSON_EXTS | YAML_EXTS:
         return False
     said = {w for part in relative.parts for w in words(Path(part).stem)}
     return bool(said & PROMPTISH) or (ext in JSON_EXTS and bool(said & TOOLISH))
@@ -308,6 +309,89 @@ def lint_json(
     return findings
 
 
+MAX_YAML_NODES = 100_000
+"""Visit at most this many values of a YAML document (aliases can make a small file huge)."""
+
+
+def lint_yaml(
+    raw: str,
+    provider: str | None = None,
+    model: str | None = None,
+    *,
+    rendered: bool = False,
+    encoding: str = tokens.DEFAULT_ENCODING,
+    table: dict | None = None,
+) -> list[Finding]:
+    """Lint the prompts of a YAML file: the text under keys named like prompt text.
+
+    Agent configs keep their prompts in YAML (``system_prompt: |``, ``instructions:``), often
+    as templates with ``{{var}}``/``{var}`` placeholders filled at run time. Each such value
+    is linted as a prompt template on its own (a text file's rules: a placeholder named like
+    a clock or caller value is graded where it sits). Other keys (settings, ids) are left
+    alone.
+
+    Returns:
+        Findings located in the YAML file (line/col of the matched text where it can be
+        found verbatim). YAML that does not load yields one CB901 finding.
+    """
+    import yaml  # a dependency of Pipecat; imported here so the linter loads without it
+
+    try:
+        docs = list(yaml.safe_load_all(raw))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        return [
+            Finding(
+                rule="CB901",
+                severity=Severity.WARNING,
+                message=f"invalid YAML, not linted: {getattr(e, 'problem', None) or e}",
+                line=(mark.line + 1) if mark is not None else 1,
+                col=(mark.column + 1) if mark is not None else 1,
+            )
+        ]
+    except RecursionError:
+        message = "YAML nested too deeply, not linted"
+        return [Finding(rule="CB901", severity=Severity.WARNING, message=message)]
+    prompts: list[str] = []
+    _collect_yaml(docs, None, prompts, set(), [0])
+    raw_map = TextMap(raw, encoding)
+    out: list[Finding] = []
+    for text in prompts:
+        for f in lint_prompt(
+            text, provider, model, rendered=rendered, encoding=encoding, table=table
+        ):
+            if f.char_offset is not None and f.char_end is not None:
+                where = _locate(raw, text[f.char_offset : f.char_end], raw_map)
+            else:
+                first = next((ln for ln in text.splitlines() if ln.strip()), "")
+                where = _locate(raw, first, raw_map) if first else None
+            f.line, f.col = where or (1, 1)
+            out.append(f)
+    out.sort(key=lambda f: (f.line, f.col))
+    return out
+
+
+def _collect_yaml(node, key: str | None, out: list[str], seen: set[int], count: list[int]):
+    from pipecat_fast.lint.python_source import _names_prompt_text
+
+    count[0] += 1
+    if count[0] > MAX_YAML_NODES:
+        return
+    if isinstance(node, str):
+        if key is not None and (key in SYSTEM_KEYS or _names_prompt_text(key)) and node.strip():
+            out.append(node)
+        return
+    if not isinstance(node, (dict, list)) or id(node) in seen:
+        return
+    seen.add(id(node))  # an alias repeats a node: visit it once
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _collect_yaml(v, str(k), out, seen, count)
+    else:
+        for v in node:
+            _collect_yaml(v, key, out, seen, count)
+
+
 def _is_regular(path: str) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)
@@ -324,6 +408,8 @@ def kind_of(path: str) -> str:
         return "js"
     if ext in JSON_EXTS:
         return "json"
+    if ext in YAML_EXTS:
+        return "yaml"
     return "text"
 
 
@@ -379,8 +465,9 @@ def lint_path(
         return skip(str(e) if isinstance(e, ValueError) else f"cannot read: {e}")
     if truncated and kind in ("python", "js"):
         return skip(f"larger than {max_bytes} bytes; code is parsed whole, raise --max-bytes")
-    if truncated and kind == "json":
-        return skip(f"larger than {max_bytes} bytes; JSON is parsed whole, raise --max-bytes")
+    if truncated and kind in ("json", "yaml"):
+        what = kind.upper()
+        return skip(f"larger than {max_bytes} bytes; {what} is parsed whole, raise --max-bytes")
     try:
         if kind == "python":
             found = lint_python_source(
@@ -406,6 +493,10 @@ def lint_path(
             )
         elif kind == "json":
             found = lint_json(
+                text, provider, model, rendered=rendered, encoding=encoding, table=table
+            )
+        elif kind == "yaml":
+            found = lint_yaml(
                 text, provider, model, rendered=rendered, encoding=encoding, table=table
             )
         else:

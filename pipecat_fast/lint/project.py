@@ -219,12 +219,7 @@ class Project:
                 except (OSError, UnicodeDecodeError):
                     return None
             try:
-                if Path(key).suffix.lower() in CODE_EXTS[2:]:
-                    from pipecat_fast.lint.js_source import js_to_python
-
-                    tree = js_to_python(text)
-                else:
-                    tree = parse(text, filename=key)
+                tree, text = _parse_module(text, key)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return None
             source = text
@@ -270,12 +265,7 @@ class Project:
                     if len(raw) > MAX_MODULE_BYTES:
                         return []
                     text = raw.decode("utf-8-sig")
-                if Path(path).suffix.lower() in CODE_EXTS[2:]:
-                    from pipecat_fast.lint.js_source import js_to_python
-
-                    tree = js_to_python(text)
-                else:
-                    tree = parse(text, filename=path)
+                tree, _text = _parse_module(text, path)
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
                 return []
             except MemoryError:
@@ -375,3 +365,26 @@ def top_level_value(index: ModuleIndex, name: str) -> ast.AST | None:
             if isinstance(stmt.target, ast.Name) and stmt.target.id == name:
                 found = stmt.value
     return found
+
+
+def _parse_module(text: str, path: str) -> tuple[ast.Module, str]:
+    """The tree of a module of the tree and the text it was read from.
+
+    A Python module that does not parse (an excerpt cut inside a string, a syntax error)
+    still defines what its recoverable statements define: an importer reads those
+    (:func:`pipecat_fast.lint.recover.recover`, the same reading the module's own lint
+    gets). Raises ``SyntaxError`` when nothing of it parses.
+    """
+    if Path(path).suffix.lower() in CODE_EXTS[2:]:
+        from pipecat_fast.lint.js_source import js_to_python
+
+        return js_to_python(text), text
+    try:
+        return parse(text, filename=path), text
+    except SyntaxError:
+        from pipecat_fast.lint.recover import recover
+
+        recovered = recover(text)
+        if recovered is None or recovered[2]:  # nothing read, or a fragment (no top level)
+            raise
+        return recovered[0], recovered[1]

@@ -667,7 +667,7 @@ class Classifier:
                     literal = literal or _is_literal(bound) or self._traced_text(bound)
                     found.extend(self.classify(bound, depth, seen))
                 else:
-                    found.extend(self._by_name(v.arg.arg, v.arg))
+                    found.extend(self._by_name(v.arg.arg, v.arg) or _call_state(v.arg))
                 continue
             if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # a function or class object, not text
@@ -838,13 +838,26 @@ class Classifier:
         receiver_words = words(ast.unparse(node.value))
         if node.attr == "messages" and ("context" in receiver_words or "ctx" in receiver_words):
             return [Source("CB105", Frequency.REQUEST, node, "context messages")]
+        if node.attr in _CALL_METADATA and set(receiver_words) & _CALL_METADATA_OWNERS:
+            # LiveKit's `ctx.job.metadata`, `ctx.room.metadata`, `participant.metadata` /
+            # `.attributes`: what the dispatcher or the caller's client set for this call
+            # (https://docs.livekit.io/agents/server/job.md): per session.
+            what = f"{ast.unparse(node)} (set per call)"
+            return [Source("CB103", Frequency.SESSION, node, what)]
+        if "detector" in receiver_words:
+            # `self.language_detector.dominant_language`: what a detector found in the
+            # caller's speech changes with the caller, wherever the detector was built.
+            what = f"what {ast.unparse(node.value)} detected ({node.attr})"
+            return [Source("CB103", Frequency.SESSION, node, what)]
         base = self.classify(node.value, depth, seen)
         if _names_prompt(node.attr):
             base = _loaded_prompt(base)
         if node.attr in _ATTR_GRANULARITY:
             return _clock(base, _ATTR_GRANULARITY[node.attr], lambda v, a=node.attr: getattr(v, a))
-        if not base and not ix.is_imported(node):
-            base = self._by_name(node.attr, node)
+        if not ix.is_imported(node) and all(s.guessed for s in base):
+            # Nothing, or only a guess from the receiver's name or type (`call:
+            # CallStateModel`): the field's own name says more (`call.messages`).
+            base = self._by_name(node.attr, node) or base
         return _plain(base)
 
     # -- calls ------------------------------------------------------------------------
@@ -1107,3 +1120,27 @@ class Classifier:
             elif guess and guess[0] == "CB101" and name_words & _CLOCK_NAME_WORDS:
                 out.append(Source("CB101", guess[1], node, what, guessed=True))
         return out
+
+
+_STATE_OWNERS = {"call", "caller", "session", "conversation"}
+_CALL_METADATA = {"metadata", "attributes"}
+_CALL_METADATA_OWNERS = {"job", "room", "participant", "caller", "call", "dispatch"}
+
+
+def _call_state(arg: ast.arg) -> list[Source]:
+    """A parameter typed as one call's state (``call: CallStateModel``): per-session data.
+
+    The type says what the name does not: the object holds the state of the call being
+    served (its caller's claim, language, reminders), so every field read off it is that
+    call's data. Only the annotation counts (a plain ``call`` may be a tool call).
+    """
+    if arg.annotation is None:
+        return []
+    try:
+        ws = set(words(ast.unparse(arg.annotation)))
+    except (ValueError, RecursionError):
+        return []
+    if not (ws & _STATE_OWNERS and "state" in ws):
+        return []
+    what = f"{arg.arg} (a {ast.unparse(arg.annotation)}: one call's state)"
+    return [Source("CB103", Frequency.SESSION, arg, what, guessed=True)]

@@ -126,6 +126,9 @@ class Sink:
     name: str | None = None
     block: bool = False
     per_turn: bool = False
+    rewrite: bool = False
+    """A message's content set in place (``m["content"] = x + m["content"]``): the
+    message's own earlier text in it is not new content."""
     template: bool = False
     """A literal read as a prompt template by its text (see ``_template_literal``): its
     placeholders named like volatile values are graded."""
@@ -179,6 +182,46 @@ SHORT_VALUE_WORDS = {
 }
 
 
+def _message_text(node: ast.AST) -> bool:
+    """``msg["content"]``, ``messages[i]["content"]``: the text of a message dict."""
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value == "content"
+    )
+
+
+def _system_guarded(tree: ast.Module) -> set[int]:
+    """Statements under an ``if`` that tests a message's role for ``"system"``.
+
+    ``if msg.get("role") == "system":`` / ``if m["role"] == "system":``: the message the
+    body rewrites is the system message.
+    """
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+            continue
+        if not isinstance(test.ops[0], ast.Eq):
+            continue
+        sides = [test.left, *test.comparators]
+        if not any(isinstance(x, ast.Constant) and x.value == "system" for x in sides):
+            continue
+        if "role" not in ast.unparse(test):
+            continue
+        for stmt in node.body:
+            out.update(id(n) for n in ast.walk(stmt))
+    return out
+
+
+def _own_text(sink: Sink, hole: Hole) -> bool:
+    """The earlier text of a message whose content is rewritten in place."""
+    node = hole.node.value if isinstance(hole.node, ast.FormattedValue) else hole.node
+    return sink.rewrite and _message_text(node)
+
+
 def _short_value(node: ast.AST) -> bool:
     """A name, attribute or getter named like a short scalar (``self.timezone``)."""
     if isinstance(node, ast.FormattedValue):
@@ -191,9 +234,15 @@ def _short_value(node: ast.AST) -> bool:
 
 
 def _holds_prompt_text(node: ast.AST) -> bool:
-    """A name or attribute named like a whole prompt (``base_prompt``, ``self.instructions``)."""
+    """A name or attribute named like a whole prompt (``base_prompt``, ``self.instructions``).
+
+    Also a message's own text, ``msg["content"]``: what a message already holds (the system
+    prompt, when the message is the system message).
+    """
     if isinstance(node, ast.FormattedValue):
         node = node.value
+    if _message_text(node):
+        return True
     name = _target_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
     return bool(name) and _names_prompt_text(name)
 
@@ -245,13 +294,15 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         block=False,
         per_turn=False,
         template=False,
+        rewrite=False,
     ) -> None:
         if value is None or id(value) in seen:
             return
         seen.add(id(value))
-        sinks.append(Sink(value, slot, label, name, block, per_turn, template))
+        sinks.append(Sink(value, slot, label, name, block, per_turn, rewrite, template))
 
     appended: set[int] = set()
+    guarded = _system_guarded(tree)
     called = _called_names(tree, project)
     lambdas: list[tuple[str, ast.Lambda]] = []
     for node in ast.walk(tree):
@@ -289,6 +340,16 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                     add(node.value, slot, f"`{shorten(ast.unparse(t), 40)}`", simple)
                 elif name and name in TOOL_KEYWORDS:
                     add(node.value, "tools", f"`{shorten(ast.unparse(t), 40)}`")
+                elif _message_text(t) and not isinstance(node, ast.AugAssign):
+                    # `messages[i]["content"] = instruction + msg["content"]`: a message
+                    # rewritten in place. The system message when the index is 0 or an
+                    # `if` has checked its role; otherwise a message of the context.
+                    first = isinstance(t.value, ast.Subscript) and (
+                        isinstance(t.value.slice, ast.Constant) and t.value.slice.value == 0
+                    )
+                    system = first or id(node) in guarded
+                    label = "the system message's content" if system else "a message's content"
+                    add(node.value, "system" if system else "message", label, rewrite=True)
         elif isinstance(node, ast.Call):
             call = _call_name(node)
             for kw in node.keywords:
@@ -550,6 +611,8 @@ class Place:
     unknown_before: tuple[str, ...] = ()
     unknown_after: tuple[str, ...] = ()
     prompt_before: bool = False
+    prompt_after: bool = False
+    """A whole prompt of unknown size follows (a prompt-named value, a message's content)."""
     until_next: int | None = None
     """Known tokens after the hole up to the next value that changes at least as often
     (``None`` when there is none, or unknown-size text lies between them)."""
@@ -577,6 +640,10 @@ class Place:
         b_lo = self.before + len(self.unknown_before)
         a_lo = self.after + len(self.unknown_after)
         if not self.unknown_before and self.before <= a_lo:
+            return Position.EARLY
+        if self.prompt_after and not self.unknown_before and self.before < LATE_TAIL_TOKENS:
+            # `instruction + msg["content"]`: a short head put in front of a whole prompt
+            # (a name that says it is prompt text, a message's own content).
             return Position.EARLY
         if self.masked_late:
             return Position.LATE
@@ -1014,6 +1081,9 @@ class _ModuleLint:
                 prompt_before=any(
                     h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[:i]
                 ),
+                prompt_after=any(
+                    h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[i + 1 :]
+                ),
                 until_next=until_next,
                 short_after=sum(
                     1 for h, _s, _e in holes[i + 1 :] if h.sample is None and _short_value(h.node)
@@ -1047,6 +1117,8 @@ class _ModuleLint:
 
         ``None`` when nothing in it is volatile, or only values fixed per process start.
         """
+        if _own_text(sink, hole):
+            return None
         rates = [
             self.source_rate(src)[0]
             for src in hole.sources
@@ -1062,6 +1134,8 @@ class _ModuleLint:
         line, col = index.line_col(at if index.owns(at) else sink.value)
         in_block = sink.block or (self.mode is not None and sink.slot == "system")
         volatile = False
+        if _own_text(sink, hole):
+            return False  # the message's own text, rewritten in place: not new content
         for src in hole.sources:
             if sink.slot == "tools" and src.rule not in TOOL_RULES:
                 continue

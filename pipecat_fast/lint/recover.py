@@ -116,8 +116,8 @@ def recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
     if m is None:
         return plain
     head = source[: m.end()]
-    if "\n" not in head.strip("\n"):
-        return plain  # the quote opens on the first line: a string starts there
+    if "\n" not in head.strip("\n") and head.strip() != m.group(0):
+        return plain  # the quote opens on the first line after code: a string starts there
     blanked_head = re.sub(r"[^\n]", " ", head)
     tail = _recover(blanked_head + source[m.end() :])
     if tail is None:
@@ -166,14 +166,16 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
         orig = next((ln for ln in source.splitlines() if ln.strip()), "")
         ded = next((ln for ln in dedented.splitlines() if ln.strip()), "")
         removed = (len(orig) - len(orig.lstrip(" \t"))) - (len(ded) - len(ded.lstrip(" \t")))
-        text = _fragment_header(dedented) + textwrap.indent(dedented, "    ")
-        line_shift, col_shift = 1, removed - 4
+        header = _fragment_header(dedented)
+        text = header + textwrap.indent(dedented, "    ")
+        line_shift, col_shift = header.count("\n"), removed - 4
     elif (indent := _code_indent(source)) > 0:
         # A function body whose multi-line strings hold lines at column 0 (a prompt's
         # text): dedenting sees no common indent, but the code lines are all indented.
         # The body goes under a header as it is, strings untouched.
         base = "\n".join(ln[indent:] for ln in source.splitlines() if _indent(ln) == indent)
-        text, line_shift = _fragment_header(base) + source, 1
+        header = _fragment_header(base)
+        text, line_shift = header + source, header.count("\n")
     lines = text.splitlines(keepends=True)
     blanked: set[int] = set()
     for _ in range(MAX_REPAIRS):
@@ -186,6 +188,11 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 bad = len(lines) - 1
             if bad < 0:
                 return None
+            if (header := _cut_signature(lines, bad)) is not None:
+                # An excerpt that starts inside a function's parameter list (its `def`
+                # line cut off): give the parameters back their header, on their own line.
+                lines[bad] = header
+                continue
             if "expected an indented block" in msg and lines[bad].strip() == "":
                 m = re.search(r"on line (\d+)", msg)
                 header = int(m.group(1)) - 1 if m else bad - 1
@@ -217,6 +224,32 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 return None
         except (ValueError, RecursionError, MemoryError):
             return None
+    return None
+
+
+_SIGNATURE_END = re.compile(r"^(\s*)\)\s*(?:->[^:#]*)?:\s*(?:#.*)?$")
+_MAX_SIGNATURE_LINES = 30
+
+
+def _cut_signature(lines: list[str], bad: int) -> str | None:
+    """Line ``bad`` with a ``def`` header put before it, when it starts a cut parameter list.
+
+    The lines from ``bad`` up to one that closes the list (``) -> T:``) must read as the
+    parameters of a function: ``def _cut_off(<them>): ...`` parses. The header gets the
+    closing line's indent (the indent of the ``def`` that was cut off). ``None`` otherwise.
+    """
+    for k in range(bad, min(bad + _MAX_SIGNATURE_LINES, len(lines))):
+        m = _SIGNATURE_END.match(lines[k])
+        if m is None:
+            continue
+        params = "".join(lines[bad:k]).strip()
+        if not params or params.startswith(("def ", "async ", "class ")):
+            return None
+        try:
+            parse(f"def _cut_off(\n{params}\n{lines[k].strip()}\n    pass\n")
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        return f"{m.group(1)}def _cut_off({lines[bad].lstrip()}"
     return None
 
 
@@ -261,8 +294,21 @@ def _fragment_header(dedented: str) -> str:
     resolve to its methods and fields. Anything else is read as a function body.
     """
     if _METHOD.search(dedented) and not _FUNCTION_ONLY.search(dedented):
+        first = _first_code_line(dedented)
+        if first is not None and _indent(first) > 0:
+            # The piece before the first method is deeper than the methods: the body
+            # of a method whose `def` line was cut off (an `__init__` excerpt put
+            # before another method's). Read it as one.
+            return f"class _Fragment:\n    def _cut_off(self):\n{' ' * (_indent(first) + 4)}pass\n"
         return "class _Fragment:\n"
     return "async def _fragment():\n"
+
+
+def _first_code_line(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line
+    return None
 
 
 def _code_indent(source: str) -> int:
@@ -433,6 +479,14 @@ def lint_unparsable(
             f.line = max(1, f.line - line_shift)
             if line_shift:
                 f.col = max(1, f.col + col_shift)
+                # Lines a message names ("value computed at line 12") are the read text's.
+                f.message = re.sub(
+                    r"\bat line (\d+)",
+                    lambda m: f"at line {max(1, int(m.group(1)) - line_shift)}",
+                    f.message,
+                )
+                if isinstance(f.extra.get("origin_line"), int):
+                    f.extra["origin_line"] = max(1, f.extra["origin_line"] - line_shift)
             findings.append(f)
         lost = blanked
     extra, literals = literal_findings(source, lost, lint_tree)

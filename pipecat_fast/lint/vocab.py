@@ -103,6 +103,10 @@ Not ``userdata``: LiveKit's ``AgentSession(userdata=...)``/``RunContext.userdata
 app's own session-state object (an order, a menu, flags), so what it holds is judged by
 its fields' names (``userdata.customer_name`` is caller data, ``userdata.drink_items``
 is not)."""
+_DETECTED_WORDS = {"detected"}
+"""What a detector found in the caller's speech (a language, an emotion, an intent): it
+changes with the caller, so per session at least (``self.language_detector.dominant_language``,
+``detected_language``)."""
 _GAME_WORDS = {"round", "score", "lives", "attempts", "guesses", "streak", "riddle", "puzzle"}
 """Per-session game state: a round number, a score, the current riddle."""
 _TIME_WORDS = {"time", "now", "timestamp", "datetime", "clock", "hour", "minute", "second"}
@@ -186,6 +190,8 @@ def classify_name(identifier: str, constant: bool = False) -> tuple[str, Frequen
         return "CB103", Frequency.SESSION, "a per-call id"
     if (ws & _RECORD_OWNERS and ws & _RECORD_WORDS) or ws & _RECORD_ALONE or low in _RECORD_ALONE:
         return "CB103", Frequency.SESSION, "a per-caller record"
+    if ws & _DETECTED_WORDS:
+        return "CB103", Frequency.SESSION, "what was detected in the caller's speech"
     if ws & _GAME_WORDS and not ws & {"trip", "robin"}:
         return "CB103", Frequency.SESSION, "per-session game state"
     if ws & _RANDOM_WORDS:

@@ -275,7 +275,7 @@ def test_breakpoints_flag_reports_a_late_clock_in_the_cached_block(files):
 @settings(max_examples=25, deadline=None)
 @given(
     st.binary(max_size=300),
-    st.sampled_from([".py", ".ts", ".js", ".md", ".json", ".jinja", ".txt"]),
+    st.sampled_from([".py", ".ts", ".js", ".md", ".json", ".yaml", ".jinja", ".txt"]),
 )
 def test_property_any_bytes_in_any_kind_of_file_give_a_result_not_a_traceback(data, ext):
     import tempfile
