@@ -142,6 +142,26 @@ def test_configs_are_looked_up_by_name_with_a_clear_error():
         register(BenchConfig("stock", "dup", lambda spec: None))
 
 
+def _record_matching(monkeypatch):
+    """What the runner matched a call's turns from: said when an end-to-end assertion fails."""
+    import pipecat_fast.bench.runner as runner
+
+    seen = {}
+    match = runner.match_turns
+
+    def recording(spans, records, bot_starts):
+        records, bot_starts = list(records), list(bot_starts)
+        seen.update(
+            spans=spans,
+            bot_starts=bot_starts,
+            records=[(r.user_stopped_at, r.marks) for r in records],
+        )
+        return match(spans, records, bot_starts)
+
+    monkeypatch.setattr(runner, "match_turns", recording)
+    return seen
+
+
 def _with_longer_pause(call, extra_ms):
     """A one-utterance call whose deliberate pause is made ``extra_ms`` longer."""
     ((a, b),) = call.pauses_ms[0]
@@ -161,15 +181,18 @@ def _with_longer_pause(call, extra_ms):
 
 
 @pytest.mark.slow
-async def test_a_pause_taken_for_an_end_of_turn_is_a_false_cutoff_and_the_real_end_answered():
+async def test_a_pause_taken_for_an_end_of_turn_is_a_false_cutoff_and_the_real_end_answered(
+    monkeypatch,
+):
     # "Perfect. [pause] Do I need to bring anything?": Smart Turn v3 takes the pause for an end
     # (p 0.97). Made 5.3 s long, the stock pipeline answers inside it even on a loaded machine.
     call = _with_longer_pause(bench_calls(ids=["book_cleaning"])[0].only([3]), 4000)
+    seen = _record_matching(monkeypatch)
     async with stack_for(call) as stack:
         result = await run_call(call, CONFIGS["stock"], Endpoints(**stack.urls()))
     assert result.error is None
     (outcome,) = result.outcomes
     assert outcome.deliberate_pause and outcome.false_cutoffs == 1 and outcome.talked_over == 0
     # The reply to the whole utterance is measured from the caller's real end of speech.
-    assert outcome.answered and outcome.record.ttfa_ms > 0
+    assert outcome.answered and outcome.record.ttfa_ms > 0, seen
     assert result.turns == [outcome.record] and result.unanswered == 0
