@@ -21,8 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipecat_fast.bench.pipeline import PipelineSpec
+
+if TYPE_CHECKING:
+    from pipecat_fast.endofturn.dial import Patience
 
 
 @dataclass(frozen=True)
@@ -199,7 +203,7 @@ register(
 )
 
 
-def _eot_with(preset: str, *, preempt: bool = True) -> Callable[[PipelineSpec], None]:
+def _eot_with(preset: str | Patience, *, preempt: bool = True) -> Callable[[PipelineSpec], None]:
     """The end-of-turn levers on the patience dial's ``preset`` (docs/endofturn.md).
 
     Prefill, draft-and-hold drafting at the pause, confirmation on a complete transcript, and
@@ -269,6 +273,35 @@ register(
         _all_eot,
     )
 )
+
+
+def _all_eot_drafting_at(early_s: float) -> Callable[[PipelineSpec], None]:
+    """``all-eot`` with the balanced preset's early-draft silence set to ``early_s``.
+
+    For the dial's study of drafting sooner (docs/endofturn.md): the draft starts at that
+    much silence when the words are in hand, else when the final arrives.
+    """
+    from dataclasses import replace
+
+    from pipecat_fast.endofturn.dial import PRESETS
+
+    eot = _eot_with(replace(PRESETS["balanced"], early_silence_s=early_s))
+
+    def customize(spec: PipelineSpec) -> None:
+        for name in ALL:
+            (eot if name == "draft" else CONFIGS[name].customize)(spec)
+
+    return customize
+
+
+for _ms in (32, 64):
+    register(
+        BenchConfig(
+            f"all-eot-d{_ms}",
+            f"all-eot drafting at {_ms} ms of silence (balanced drafts at 100 ms)",
+            _all_eot_drafting_at(_ms / 1000),
+        )
+    )
 
 
 # Barge-in: callers who talk over the reply at scripted moments (0.8, 1.4 or 2.0 s into it,
