@@ -40,7 +40,7 @@ from pipecat_fast.bench.pipeline import BenchCall, Endpoints
 from pipecat_fast.load import CancelReason, CancelVerdict, EngineLoad, Kind, YieldConfig
 from pipecat_fast.prefill import DraftHold, OpenAIPrefill, PrefillConfig, PrefillPlanner
 from pipecat_fast.prefill.draft_core import Settled, StartDraft, Withdraw
-from pipecat_fast.prefill.processor import provider_speed
+from pipecat_fast.prefill.processor import caller_turns, provider_speed
 from pipecat_fast.providers import cache_facts
 from pipecat_fast.stabilizer.core import PartialStabilizer
 from pipecat_fast.testing.deepgram_server import interim_events
@@ -141,8 +141,9 @@ class BackgroundCaller:
         self.yield_config = YieldConfig(enabled=behaviour.yields)
         config = PrefillConfig(min_prompt_tokens=self.backend.min_prompt_tokens)
         # The speed (and whether the engine reads an unfinished prefill) pooled with every
-        # session on this provider, URL and model in the process, as the pipelines' prefills do.
-        self.planner = PrefillPlanner(config, provider_speed(self.backend))
+        # session on this provider, URL and model in the process, and the callers' turn
+        # lengths pooled with every session, as the pipelines' prefills do.
+        self.planner = PrefillPlanner(config, provider_speed(self.backend), caller_turns())
         self._cancel_reason: CancelReason | None = None
         self.result = BackgroundResult(caller=label, call=call.id)
         self._static: tuple[int, int] | None = None

@@ -8,6 +8,7 @@ from pipecat_fast.prefill.backends import (
     backend_for,
 )
 from pipecat_fast.prefill.core import (
+    CallerTurns,
     PrefillConfig,
     PrefillPlanner,
     ProviderSpeed,
@@ -21,6 +22,7 @@ from pipecat_fast.prefill.processor import SpeculativePrefill
 __all__ = [
     "AnthropicPrefill",
     "backend_for",
+    "CallerTurns",
     "DraftAndHoldUserTurnStopStrategy",
     "DraftHold",
     "OpenAIPrefill",

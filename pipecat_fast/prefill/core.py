@@ -91,7 +91,8 @@ class PrefillConfig:
         skip_unfinishable: Skip a prefill the provider cannot finish before the real request
             is likely to leave (see :class:`ProviderSpeed`).
         expected_turn_s: How long a caller's turn lasts before this session has measured any
-            (s of speech); later, the median of this session's turns.
+            (s of speech) and the process's sessions have measured too few
+            (:class:`CallerTurns`); later, the median of this session's turns.
         dispatch_s: Time from the caller's last word to the real request (the VAD's stop
             window plus turn detection; s).
         uncached_alarm: Stop sending prefills of a size after this many in a row from which
@@ -278,6 +279,36 @@ class ProviderSpeed:
         return base + per_token * max(0, uncached_tokens)
 
 
+class CallerTurns:
+    """How long callers' turns last (s of speech), pooled by the sessions of one process.
+
+    A new session has measured none of its own turns, and its first turn is the cold one (its
+    whole prompt uncached): judging whether that prefill can finish needs a turn length. The
+    callers of one deployment speak to the same agent about the same things, so the sessions
+    that came before are the better guess than a fixed default (a fixed 2 s refused every cold
+    first-turn prefill of the load bench's callers, whose first turns last ~2.5–3 s, although the
+    one sent while nothing was known paid off).
+
+    Args:
+        keep: Most recent turn lengths kept.
+        min_samples: Turns needed before :attr:`typical` speaks.
+    """
+
+    def __init__(self, *, keep: int = 64, min_samples: int = 3):
+        self._lengths: deque[float] = deque(maxlen=keep)
+        self.min_samples = min_samples
+
+    def add(self, seconds: float) -> None:
+        """One caller turn, ``seconds`` of speech from its first word to its last."""
+        if seconds > 0:
+            self._lengths.append(float(seconds))
+
+    @property
+    def typical(self) -> float | None:
+        """The median turn length, or ``None`` with fewer than ``min_samples`` turns."""
+        return median(self._lengths) if len(self._lengths) >= self.min_samples else None
+
+
 class PrefillPlanner:
     """Decides, update by update, whether to send a speculative prefill now.
 
@@ -285,11 +316,19 @@ class PrefillPlanner:
         config: The rules' parameters.
         speed: The provider's measured speed (shared by the sessions on one provider); a new
             one by default.
+        caller_turns: Turn lengths pooled over the process's sessions (used while this
+            session has measured none of its own); a new pool by default.
     """
 
-    def __init__(self, config: PrefillConfig | None = None, speed: ProviderSpeed | None = None):
+    def __init__(
+        self,
+        config: PrefillConfig | None = None,
+        speed: ProviderSpeed | None = None,
+        caller_turns: CallerTurns | None = None,
+    ):
         self.config = config or PrefillConfig()
         self.speed = speed if speed is not None else ProviderSpeed()
+        self.caller_turns = caller_turns if caller_turns is not None else CallerTurns()
         self.turn = TurnAccount()
         self._in_flight = False
         self._in_flight_account: TurnAccount | None = None
@@ -425,10 +464,15 @@ class PrefillPlanner:
     def time_left(self, now: float) -> float:
         """Seconds until the real request is likely to leave.
 
-        The rest of the caller's turn (this session's median turn so far, or
-        ``expected_turn_s``) plus ``dispatch_s``.
+        The rest of the caller's turn (this session's median turn so far; before it has one,
+        the median over the process's sessions (:class:`CallerTurns`), or ``expected_turn_s``)
+        plus ``dispatch_s``.
         """
-        typical = median(self._turn_lengths) if self._turn_lengths else self.config.expected_turn_s
+        if self._turn_lengths:
+            typical = median(self._turn_lengths)
+        else:
+            pooled = self.caller_turns.typical
+            typical = pooled if pooled is not None else self.config.expected_turn_s
         elapsed = now - self._speech_started if self._speech_started is not None else 0.0
         return max(0.0, typical - elapsed) + self.config.dispatch_s
 
@@ -553,6 +597,7 @@ class PrefillPlanner:
             length = now - stop_secs - self._speech_started
             if length > 0:
                 self._turn_lengths.append(length)
+                self.caller_turns.add(length)
         self._speech_started = None
 
     def caller_speaking(self, now: float | None = None) -> None:

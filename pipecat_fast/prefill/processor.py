@@ -47,6 +47,7 @@ from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
 from pipecat_fast.load import CancelReason, CancelVerdict, EngineLoad, Kind, YieldConfig
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import (
+    CallerTurns,
     PrefillConfig,
     PrefillPlanner,
     ProviderSpeed,
@@ -57,6 +58,7 @@ from pipecat_fast.providers import cache_facts
 from pipecat_fast.tokens import count_tokens
 
 _SPEEDS: dict[tuple[Any, ...], ProviderSpeed] = {}
+_CALLER_TURNS = CallerTurns()
 
 STABILISER_CHECK_WORDS = 3
 """A caller turn of this many words yields interim transcripts on any streaming STT, so a
@@ -83,6 +85,15 @@ def provider_speed(backend: PrefillBackend) -> ProviderSpeed:
     earlier calls saw.
     """
     return _SPEEDS.setdefault(_provider_key(backend), ProviderSpeed())
+
+
+def caller_turns() -> CallerTurns:
+    """The callers' turn lengths pooled by every session of this process.
+
+    A new session's first (cold) prefill is judged against how long the callers before it
+    spoke, not a fixed guess.
+    """
+    return _CALLER_TURNS
 
 
 def measured_load(backend: PrefillBackend) -> EngineLoad:
@@ -179,7 +190,9 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_llm = llm
         self._prefill_backend = backend
         self._prefill_context = context
-        self._prefill_planner = PrefillPlanner(config, speed or provider_speed(backend))
+        self._prefill_planner = PrefillPlanner(
+            config, speed or provider_speed(backend), caller_turns()
+        )
         self._prefill_timeout_s = timeout_s
         self._prefill_task: asyncio.Task | None = None
         self._prefill_turn: int | None = None

@@ -2,7 +2,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipecat_fast.prefill.core import PrefillConfig, PrefillPlanner, ProviderSpeed, Skip
+from pipecat_fast.prefill.core import (
+    CallerTurns,
+    PrefillConfig,
+    PrefillPlanner,
+    ProviderSpeed,
+    Skip,
+)
 
 
 def planner_for(**kwargs):
@@ -336,6 +342,50 @@ def test_the_session_learns_how_long_its_caller_talks():
     planner.caller_speaking(now=30.0)
     assert planner.time_left(30.5) == pytest.approx(4.5)
     assert planner.decide(1, 30_000, now=30.5) is None  # 3.15 s fits in 4.5 s
+
+
+def sessions_that_spoke(seconds, n, pool):
+    """``n`` earlier sessions of the process, each with one caller turn of ``seconds``."""
+    for i in range(n):
+        earlier = PrefillPlanner(PrefillConfig(), cold_speed(), pool)
+        earlier.caller_speaking(now=10.0 * i)
+        earlier.caller_silent(now=10.0 * i + seconds + 0.2, stop_secs=0.2)
+
+
+def test_a_new_session_judges_its_first_turn_by_how_long_earlier_callers_spoke():
+    # 3k cold tokens at 0.55 ms each (1.65 s + 0.15 s base), sent 0.7 s into the first turn.
+    speed = ProviderSpeed()
+    speed.add(20, 0.15)
+    speed.add(3_000, 1.8)
+    pool = CallerTurns()
+    fresh = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.35), speed, pool)
+    fresh.caller_speaking(now=100.0)
+    # Nothing known about the callers: the 2 s guess leaves 1.65 s, too little.
+    assert fresh.time_left(100.7) == pytest.approx(1.65)
+    assert fresh.decide(1, 3_000, now=100.7) is Skip.CANNOT_FINISH
+    # Earlier callers of this process spoke for 3 s: the next session's first turn fits.
+    sessions_that_spoke(3.0, 3, pool)
+    assert pool.typical == pytest.approx(3.0)
+    new = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.35), speed, pool)
+    new.caller_speaking(now=200.0)
+    assert new.time_left(200.7) == pytest.approx(2.65)
+    assert new.decide(1, 3_000, now=200.7) is None
+
+
+def test_too_few_pooled_turns_keep_the_default_and_a_sessions_own_turns_win():
+    pool = CallerTurns(min_samples=3)
+    sessions_that_spoke(6.0, 2, pool)
+    assert pool.typical is None
+    planner = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.0), cold_speed(), pool)
+    planner.caller_speaking(now=0.0)
+    assert planner.time_left(0.0) == pytest.approx(2.0)  # two turns say nothing yet
+    sessions_that_spoke(6.0, 1, pool)
+    assert planner.time_left(0.0) == pytest.approx(6.0)
+    # This session's caller speaks for 1 s: its own turns decide from then on.
+    planner.caller_silent(now=1.2, stop_secs=0.2)
+    planner.caller_speaking(now=10.0)
+    assert planner.time_left(10.0) == pytest.approx(1.0)
+    assert pool.typical == pytest.approx(6.0)  # the pool's median barely moves (6, 6, 6, 1)
 
 
 def test_a_provider_that_reuses_an_unfinished_prefill_is_never_skipped_for_speed():
