@@ -702,6 +702,8 @@ class Classifier:
                 and not isinstance(values[0], Param)
                 and (_is_literal(values[0]) or self._traced_text(values[0]))
             )
+        if _setting(node):
+            return True
         if not isinstance(node, ast.Call):
             return False
         if isinstance(node.func, ast.Attribute) and node.func.attr in _TEXT_METHODS:
@@ -1125,6 +1127,22 @@ class Classifier:
 _STATE_OWNERS = {"call", "caller", "session", "conversation"}
 _CALL_METADATA = {"metadata", "attributes"}
 _CALL_METADATA_OWNERS = {"job", "room", "participant", "caller", "call", "dispatch"}
+
+
+def _setting(node: ast.AST) -> bool:
+    """A configuration read, set per deployment rather than per caller.
+
+    ``config.CUSTOM_PROFILE`` (an ALL_CAPS attribute), ``os.environ["X"]``,
+    ``os.environ.get("X")``, ``os.getenv("X")``: the name it is held under (``profile``)
+    says nothing more.
+    """
+    if isinstance(node, ast.Attribute):
+        return node.attr.isupper() and len(node.attr) > 1
+    target = node.value if isinstance(node, ast.Subscript) else node
+    if isinstance(target, ast.Call):
+        target = target.func
+    dotted = ast.unparse(target) if isinstance(target, (ast.Attribute, ast.Name)) else ""
+    return dotted in ("os.environ", "os.environ.get", "os.getenv", "environ", "getenv")
 
 
 def _call_state(arg: ast.arg) -> list[Source]:

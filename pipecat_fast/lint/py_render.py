@@ -271,7 +271,52 @@ class Renderer:
             return self._call(node, r)
         if isinstance(node, (ast.List, ast.Tuple)):
             return self._messages(node, r)
+        if isinstance(node, (ast.IfExp, ast.BoolOp)):
+            chosen = self._optional(node)
+            return r(chosen) if chosen is not None else self.hole(node)
         return self.hole(node)
+
+    def _optional(self, node: ast.IfExp | ast.BoolOp) -> ast.AST | None:
+        """The branch an optional parameter's fallback idiom takes, if it is one.
+
+        ``t if t is not None else DEFAULT``, ``DEFAULT if t is None else t``, ``t or
+        DEFAULT``: with ``t`` a parameter that defaults to ``None`` (or ``""``) and no
+        caller in view passing another value, the text is ``DEFAULT``; a caller in view
+        that passes one makes it ``t``.
+        """
+        if isinstance(node, ast.BoolOp):
+            if not isinstance(node.op, ast.Or) or len(node.values) != 2:
+                return None
+            tested, given, fallback = node.values[0], node.values[0], node.values[1]
+        else:
+            test = node.test
+            if (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+                and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value is None
+            ):
+                tested = test.left
+                is_none = isinstance(test.ops[0], (ast.Is, ast.Eq))
+            elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                tested, is_none = test.operand, True
+            else:
+                tested, is_none = test, False
+            given, fallback = (node.orelse, node.body) if is_none else (node.body, node.orelse)
+        if not (
+            isinstance(tested, ast.Name) and isinstance(given, ast.Name) and given.id == tested.id
+        ):
+            return None
+        values = self.ix(tested).resolve_name(tested)
+        if len(values) != 1 or not isinstance(values[0], Param):
+            return None
+        bound = self.classifier.bindings.get(id(values[0].arg))
+        if bound is None:
+            bound = _default_of(values[0])
+        if isinstance(bound, ast.Constant) and bound.value in (None, ""):
+            return fallback
+        return given if bound is not None else None
 
     def _messages(self, node: ast.List | ast.Tuple, r) -> list[Segment]:
         """A list of chat messages as the text a provider caches (contents in order)."""
@@ -919,6 +964,21 @@ class Renderer:
         out.append([template[pos:]])
         _ = complete
         return _concat(*out)
+
+
+def _default_of(param: Param) -> ast.AST | None:
+    """A parameter's default value in its ``def``, if it has one."""
+    args = getattr(param.function, "args", None)
+    if args is None:
+        return None
+    positional = [*args.posonlyargs, *args.args]
+    for p, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
+        if p is param.arg:
+            return d
+    for p, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if p is param.arg:
+            return d
+    return None
 
 
 def _role(message: ast.AST) -> str:

@@ -132,6 +132,9 @@ class Sink:
     template: bool = False
     """A literal read as a prompt template by its text (see ``_template_literal``): its
     placeholders named like volatile values are graded."""
+    last_append: bool = False
+    """For ``+=`` onto a prompt: the last such append to that name in its function, not in
+    a loop, so what it appends is the prompt's tail."""
 
 
 def _target_name(target: ast.AST) -> str | None:
@@ -233,6 +236,21 @@ def _short_value(node: ast.AST) -> bool:
     return bool(w) and w[-1] in SHORT_VALUE_WORDS
 
 
+DATA_WORDS = {"csv", "json", "yaml", "table", "data", "snapshot", "states", "records", "rows"}
+"""Last words of a name that holds data rather than instructions (``entity_csv``,
+``device_states``): appended after a whole prompt, such data is part of the appended
+block, whatever its size."""
+
+
+def _holds_data(node: ast.AST) -> bool:
+    """A name or attribute named like data (``entity_csv``, ``self.device_states``)."""
+    if isinstance(node, ast.FormattedValue):
+        node = node.value
+    name = _target_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    w = words(name or "")
+    return bool(w) and w[-1] in DATA_WORDS
+
+
 def _holds_prompt_text(node: ast.AST) -> bool:
     """A name or attribute named like a whole prompt (``base_prompt``, ``self.instructions``).
 
@@ -278,6 +296,33 @@ def _call_name(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
 
+def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
+    """True when ``node`` (``x += ...``) is the last append to ``x`` in its function.
+
+    Also not repeated by a loop: what it appends ends the text.
+    """
+    if not isinstance(node.target, ast.Name):
+        return False
+    scope: ast.AST = tree
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn is not scope:
+            if any(n is node for n in ast.walk(fn)):
+                scope = fn  # ast.walk is breadth first: the innermost function comes last
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    for n in ast.walk(scope):
+        if isinstance(n, loops) and any(m is node for m in ast.walk(n)):
+            return False
+        if (
+            isinstance(n, ast.AugAssign)
+            and n is not node
+            and isinstance(n.target, ast.Name)
+            and n.target.id == node.target.id
+            and n.lineno > node.lineno
+        ):
+            return False
+    return True
+
+
 def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     """Every prompt sink in a module, each value node once (first classification wins).
 
@@ -295,11 +340,14 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         per_turn=False,
         template=False,
         rewrite=False,
+        last_append=False,
     ) -> None:
         if value is None or id(value) in seen:
             return
         seen.add(id(value))
-        sinks.append(Sink(value, slot, label, name, block, per_turn, rewrite, template))
+        sinks.append(
+            Sink(value, slot, label, name, block, per_turn, rewrite, template, last_append)
+        )
 
     appended: set[int] = set()
     guarded = _system_guarded(tree)
@@ -337,7 +385,14 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 elif name and _names_prompt_text(name):
                     slot = "append" if isinstance(node, ast.AugAssign) else "system"
                     simple = name if isinstance(t, ast.Name) else None
-                    add(node.value, slot, f"`{shorten(ast.unparse(t), 40)}`", simple)
+                    last = isinstance(node, ast.AugAssign) and _last_append(tree, node)
+                    add(
+                        node.value,
+                        slot,
+                        f"`{shorten(ast.unparse(t), 40)}`",
+                        simple,
+                        last_append=last,
+                    )
                 elif name and name in TOOL_KEYWORDS:
                     add(node.value, "tools", f"`{shorten(ast.unparse(t), 40)}`")
                 elif _message_text(t) and not isinstance(node, ast.AugAssign):
@@ -617,6 +672,9 @@ class Place:
     """Known tokens after the hole up to the next value that changes at least as often
     (``None`` when there is none, or unknown-size text lies between them)."""
     short_after: int = 0
+    data_after: int = 0
+    """How many of ``unknown_after`` are named like data (``entity_csv``), not
+    instructions."""
     """How many of ``unknown_after`` are named like a short value (a timezone, a name,
     an id: at most ``SHORT_VALUE_TOKENS`` each)."""
 
@@ -650,9 +708,16 @@ class Place:
         a_hi = self.after_at_most
         if a_hi is not None and b_lo > a_hi:
             return Position.LATE if a_hi < LATE_TAIL_TOKENS else Position.MIDDLE
-        if self.prompt_before and a_hi is not None and a_hi < LATE_TAIL_TOKENS:
+        if self.prompt_before and (
+            (a_hi is not None and a_hi < LATE_TAIL_TOKENS)
+            or (
+                self.after < LATE_TAIL_TOKENS
+                and len(self.unknown_after) <= self.short_after + self.data_after
+            )
+        ):
             # `f"{base_prompt}{runtime_context}"`: a short tail appended to a whole prompt
-            # passed in (a name that says it is prompt text), whatever its size.
+            # passed in (a name that says it is prompt text), whatever its size; data of
+            # unknown size in that tail (`{entity_csv}`) is part of what is appended.
             return Position.LATE
         return None
 
@@ -986,6 +1051,12 @@ def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | 
         return (band, place) if band is not None else (Position.MIDDLE, place)
     if sink.slot == "tools":
         return Position.EARLY, place
+    if sink.slot == "append" and sink.last_append and not src.inside:
+        # `prompt += f"\nCaller: {phone}\n"`, the last append: the value sits after
+        # everything the prompt held, and only the rest of this text follows it.
+        a_hi = place.after_at_most
+        if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
+            return Position.LATE, place
     if src.inside or sink.slot == "append":
         return Position.MIDDLE, None
     band = place.band()
@@ -1087,6 +1158,11 @@ class _ModuleLint:
                 until_next=until_next,
                 short_after=sum(
                     1 for h, _s, _e in holes[i + 1 :] if h.sample is None and _short_value(h.node)
+                ),
+                data_after=sum(
+                    1
+                    for h, _s, _e in holes[i + 1 :]
+                    if h.sample is None and _holds_data(h.node) and not _short_value(h.node)
                 ),
             )
             if self.lint_hole(sink, hole, start, place) and first_volatile is None:

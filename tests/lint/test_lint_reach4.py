@@ -1,0 +1,169 @@
+"""Constructs of real prompt code the linter must read (issue 16, fourth round).
+
+Small examples of our own: an optional parameter's fallback idiom (``t if t is not None
+else DEFAULT``), the last ``+=`` onto a prompt, a data block appended after a whole prompt
+passed in, and configuration reads (``config.X``, ``os.getenv``) held under a name that
+sounds like caller data. Each has the case that must still be flagged beside it.
+"""
+
+import textwrap
+
+from pipecat_fast.lint import Position, Severity, lint_python_source
+
+BODY = "Confirm each detail with the caller and keep every answer short. " * 30
+
+
+def lint(code, **kw):
+    return lint_python_source(textwrap.dedent(code), **kw)
+
+
+def flagged(findings, rule=None):
+    return [
+        f
+        for f in findings
+        if (rule is None or f.rule == rule) and f.rule.startswith("CB1")
+        if f.severity >= Severity.WARNING
+    ]
+
+
+# -- an optional parameter that falls back to a constant template --------------------------
+
+FALLBACK = f'''
+from datetime import datetime
+
+TEMPLATE = """You are a meeting helper.
+{BODY}
+Today is {{date}}.
+"""
+
+def build_prompt(template: str | None = None) -> str:
+    template = template if template is not None else TEMPLATE
+    return template.format(date=datetime.now().date().isoformat())
+'''
+
+
+def test_fallback_template_is_laid_out_and_a_date_in_its_last_line_is_late():
+    found = lint(FALLBACK)
+    clock = [f for f in found if f.rule == "CB101" and f.line == 11]
+    assert clock and all(f.position is Position.LATE for f in clock)
+    assert not flagged(found)
+
+
+def test_fallback_written_with_or_and_is_none_is_laid_out_too():
+    for expr in ("template or TEMPLATE", "TEMPLATE if template is None else template"):
+        code = FALLBACK.replace("template if template is not None else TEMPLATE", expr)
+        assert not flagged(lint(code)), expr
+
+
+def test_fallback_template_with_the_date_first_is_still_flagged():
+    code = FALLBACK.replace("You are a meeting helper.", "Today is {date}. You are a helper.")
+    code = code.replace('Today is {date}.\n"""', '"""')
+    hits = flagged(lint(code), "CB101")
+    assert hits and hits[0].position is Position.EARLY
+
+
+def test_a_caller_in_view_passing_its_own_template_is_what_is_laid_out():
+    code = FALLBACK + textwrap.dedent(
+        """
+        def start():
+            system_prompt = build_prompt("Today is {date}. " + TEMPLATE)
+            return system_prompt
+        """
+    )
+    hits = flagged(lint(code), "CB101")
+    assert hits and any(f.position is Position.EARLY for f in hits)
+
+
+# -- the last += onto a prompt ------------------------------------------------------------
+
+APPEND = """
+async def start(db, phone_number):
+    agent_instructions = await db.load_agent_prompt()
+    caller_context = (
+        f"\\n\\nCALLER CONTEXT:\\n"
+        f"- Phone: {phone_number}\\n"
+    )
+    agent_instructions += caller_context
+    return Agent(instructions=agent_instructions)
+"""
+
+
+def test_caller_data_in_the_last_append_to_a_prompt_is_late():
+    found = lint(APPEND)
+    caller = [f for f in found if f.rule == "CB103"]
+    assert caller and all(f.position is Position.LATE for f in caller)
+    assert not flagged(found)
+
+
+def test_an_append_followed_by_another_append_stays_flagged():
+    code = APPEND.replace(
+        "    return Agent", f'    agent_instructions += "{BODY}"\n    return Agent'
+    )
+    assert flagged(lint(code), "CB103")
+
+
+def test_an_append_in_a_loop_stays_flagged():
+    code = APPEND.replace(
+        "    agent_instructions += caller_context\n",
+        "    for _ in range(3):\n        agent_instructions += caller_context\n",
+    )
+    assert flagged(lint(code), "CB103")
+
+
+# -- data appended after a whole prompt passed in -------------------------------------------
+
+SNAPSHOT = '''
+from datetime import datetime, timezone
+
+def initial_prompt(base_prompt: str, entity_csv: str) -> str:
+    prompt = f"""{base_prompt}
+
+Current time: {datetime.now(timezone.utc).isoformat()}
+
+{entity_csv}
+
+Only changes are sent from now on.
+"""
+    return prompt
+'''
+
+
+def test_a_snapshot_of_data_appended_after_the_prompt_passed_in_is_late():
+    found = lint(SNAPSHOT)
+    clock = [f for f in found if f.rule == "CB101"]
+    assert clock and all(f.position is Position.LATE for f in clock)
+    assert not flagged(found)
+
+
+def test_a_clock_before_more_prompt_text_of_unknown_size_stays_flagged():
+    code = SNAPSHOT.replace("{entity_csv}", "{extra_instructions}")
+    assert flagged(lint(code), "CB101")
+
+
+def test_a_clock_before_a_long_known_tail_stays_flagged():
+    code = SNAPSHOT.replace("Only changes are sent from now on.", BODY)
+    assert flagged(lint(code), "CB101")
+
+
+# -- configuration reads are not caller data ---------------------------------------------
+
+CONFIG = f"""
+import os
+import config
+
+def session_instructions() -> str:
+    profile = {{read}}
+    return f"Profile {{profile}}. {BODY}"
+"""
+
+
+def test_a_configuration_read_is_not_guessed_from_its_holder_name():
+    for read in ("config.CUSTOM_PROFILE", 'os.getenv("PROFILE")', 'os.environ["PROFILE"]'):
+        code = CONFIG.replace("{read}", read)
+        assert not flagged(lint(code)), read
+
+
+def test_a_caller_value_held_under_the_same_name_is_still_flagged():
+    code = CONFIG.replace("def session_instructions()", "def session_instructions(profile)")
+    code = code.replace("    profile = {read}\n", "")
+    assert flagged(lint(code), "CB103")
