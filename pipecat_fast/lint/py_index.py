@@ -299,7 +299,8 @@ class ModuleIndex:
                 # spread over lines reads the previous `x`).
                 names = [(ln, v) for ln, v in names if ln < line and not self._holds(v, node)]
             if names:
-                return [max(names, key=lambda p: p[0])[1]]
+                last = max(names, key=lambda p: p[0])[1]
+                return [last, *self._other_branches(last, names)]
             if isinstance(scope, _Func):
                 args = scope.args
                 for a in args.posonlyargs + args.args + args.kwonlyargs:
@@ -315,6 +316,27 @@ class ModuleIndex:
             # Class bodies are not visible from methods.
             while isinstance(scope, ast.ClassDef):
                 scope = self.scope_of(scope)
+        return []
+
+    def _other_branches(self, last: ast.AST, names: list[tuple[int, ast.AST]]) -> list[ast.AST]:
+        """Values the other branch of the ``if`` holding ``last`` assigns to the same name.
+
+        ``if vip: text = f"... {customer_id}" else: text = "..."``: either may reach the
+        use, so both do (control flow is not followed, so neither branch is preferred).
+        """
+        child, up = last, self.parent.get(last)
+        while up is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(up, ast.If):
+                in_body = any(child is b for b in up.body)
+                in_else = any(child is b for b in up.orelse)
+                if in_body or in_else:
+                    other = up.orelse if in_body else up.body
+                    return [
+                        v
+                        for _ln, v in names
+                        if v is not last and any(self._holds(b, v) or b is v for b in other)
+                    ]
+            child, up = up, self.parent.get(up)
         return []
 
     def _holds(self, ancestor: ast.AST, node: ast.AST) -> bool:

@@ -456,7 +456,84 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             add(fn.body, "system", f"what `{name}()` returns")
     for node in _template_literals(tree):
         add(node, "system", "a prompt template", template=True)
+    for chain in _section_chains(tree):
+        add(chain, "system", "the prompt sections added with `prompt_add_section()`-style calls")
     return sinks
+
+
+def _section_call(node: ast.AST) -> bool:
+    """``agent.prompt_add_section(title, body)``-style calls: a prompt built from sections.
+
+    The method's name says it adds a section to the prompt (words ``prompt``, ``add`` or
+    ``append``, and ``section``), as in SignalWire's agents SDK and other prompt-object
+    builders.
+    """
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    w = set(words(node.func.attr))
+    return "prompt" in w and bool(w & {"add", "append"}) and bool(w & {"section", "subsection"})
+
+
+def _section_text(call: ast.Call) -> list[ast.expr]:
+    """The text parts of one section call: its title, body and bullets, in order."""
+    parts: list[ast.expr] = [a for a in call.args if not isinstance(a, ast.Starred)]
+    for kw in call.keywords:
+        if kw.arg in ("title", "body", "text", "content"):
+            parts.append(kw.value)
+        elif kw.arg in ("bullets", "items"):
+            join = ast.Call(
+                func=ast.Attribute(value=ast.Constant("\n- "), attr="join", ctx=ast.Load()),
+                args=[kw.value],
+                keywords=[],
+            )
+            parts.append(ast.copy_location(join, kw.value))
+    return parts
+
+
+def _section_chains(tree: ast.Module) -> list[ast.expr]:
+    """One text per class (or module) that builds its prompt from section calls.
+
+    The sections added in ``__init__`` come first (the agent's base prompt), then those
+    added elsewhere, in source order: the order the prompt is assembled in when the
+    object is built and then configured. Every branch's section counts (control flow is
+    ignored, as elsewhere).
+    """
+    owners: dict[int, list[tuple[int, int, ast.Call]]] = {}
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in ast.walk(tree):
+        if not _section_call(node):
+            continue
+        owner: ast.AST = tree
+        in_init = False
+        up = parents.get(id(node))
+        while up is not None:
+            if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)) and up.name == "__init__":
+                in_init = True
+            if isinstance(up, ast.ClassDef):
+                owner = up
+                break
+            up = parents.get(id(up))
+        owners.setdefault(id(owner), []).append((0 if in_init else 1, node.lineno, node))
+    chains: list[ast.expr] = []
+    for calls in owners.values():
+        calls.sort(key=lambda c: (c[0], c[1]))
+        text: ast.expr | None = None
+        for _rank, _line, call in calls:
+            for part in _section_text(call):
+                piece = ast.copy_location(
+                    ast.BinOp(left=part, op=ast.Add(), right=ast.Constant("\n")), call
+                )
+                text = (
+                    piece
+                    if text is None
+                    else ast.copy_location(ast.BinOp(left=text, op=ast.Add(), right=piece), call)
+                )
+        if text is not None:
+            chains.append(text)
+    return chains
 
 
 _ROLE_LINE = re.compile(r"^[ \t#>*-]*(you are|you're|your name is|act as)\b", re.I | re.M)

@@ -167,3 +167,58 @@ def test_a_caller_value_held_under_the_same_name_is_still_flagged():
     code = CONFIG.replace("def session_instructions()", "def session_instructions(profile)")
     code = code.replace("    profile = {read}\n", "")
     assert flagged(lint(code), "CB103")
+
+
+# -- a prompt built from sections ------------------------------------------------------------
+
+SECTIONS = f'''
+class Helper(AgentBase):
+    def __init__(self):
+        super().__init__(name="helper")
+        self.prompt_add_section("Role", "You are a helpful assistant.")
+
+    def configure(self, query_params, agent):
+        caller_name = query_params.get("caller_name", "friend")
+        agent.prompt_add_section("Caller", f"The caller is {{caller_name}}.")
+        agent.prompt_add_section("Style", "{BODY}", bullets=["Be brief.", "Be kind."])
+'''
+
+
+def test_per_caller_text_in_an_early_prompt_section_is_flagged():
+    hits = flagged(lint(SECTIONS), "CB103")
+    assert hits and hits[0].position is Position.EARLY and hits[0].line == 9
+    assert "prompt_add_section" in hits[0].message
+
+
+def test_per_caller_text_in_the_last_section_is_late():
+    code = (
+        SECTIONS.replace(
+            '        agent.prompt_add_section("Caller", f"The caller is {caller_name}.")\n', ""
+        ).rstrip()
+        + '\n        agent.prompt_add_section("Caller", f"The caller is {caller_name}.")\n'
+    )
+    found = lint(code)
+    assert not flagged(found)
+    assert [f.position for f in found if f.rule == "CB103"] == [Position.LATE]
+
+
+# -- both branches of an if reach the use ----------------------------------------------------
+
+BRANCHES = f'''
+def configure(query_params, agent):
+    customer_id = query_params.get("customer_id", "")
+    if customer_id:
+        role_text = f"You help customer {{customer_id}}. "
+    else:
+        role_text = "You help customers. "
+    system_prompt = role_text + "{BODY}"
+'''
+
+
+def test_a_value_assigned_in_the_if_branch_is_not_hidden_by_the_else_branch():
+    assert flagged(lint(BRANCHES), "CB103")
+
+
+def test_the_else_branch_alone_being_constant_is_still_clean():
+    code = BRANCHES.replace('f"You help customer {customer_id}. "', '"You help one customer. "')
+    assert not flagged(lint(code))
