@@ -198,6 +198,10 @@ class Source:
     per_pass: bool = False
     """A loop variable of a loop that sends a request on each pass: per request, however
     often the code around the loop runs."""
+    per_call: bool = False
+    """A value that exists only while a call is served (LiveKit job, room or participant
+    metadata): per session, wherever the code that reads it appears to run (an excerpt
+    whose ``async def entrypoint(ctx)`` line was cut)."""
 
     @property
     def key(self) -> int:
@@ -667,7 +671,11 @@ class Classifier:
                     literal = literal or _is_literal(bound) or self._traced_text(bound)
                     found.extend(self.classify(bound, depth, seen))
                 else:
-                    found.extend(self._by_name(v.arg.arg, v.arg) or _call_state(v.arg))
+                    found.extend(
+                        self._by_name(v.arg.arg, v.arg)
+                        or _call_state(v.arg)
+                        or self._from_caller(v, depth, seen)
+                    )
                 continue
             if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # a function or class object, not text
@@ -682,6 +690,47 @@ class Classifier:
         ):
             found = self._by_name(name, origin)
         return found if len(values) <= 1 else _plain(found)
+
+    def _from_caller(self, param: Param, depth: int, seen: frozenset) -> list[Source]:
+        """What the one call in view of a parameter's function passes for it.
+
+        ``OutboundCaller(name=dial_info.get("name"))`` with ``dial_info`` read from the
+        job's metadata: the ``name`` the constructor puts in its instructions is per call.
+        Only a function called exactly once in its module (a class: its ``__init__``, by
+        the class's name) is followed; several calls may pass different things.
+        """
+        fn = param.function
+        ix = self.ix(param.arg)
+        name = getattr(fn, "name", None)
+        if not name or name.startswith("__") and name != "__init__":
+            return []
+        method = isinstance(ix.parent.get(fn), ast.ClassDef)
+        if name == "__init__":
+            cls = ix.parent.get(fn)
+            if not isinstance(cls, ast.ClassDef):
+                return []
+            name, method = cls.name, True
+        calls = [
+            n
+            for n in ast.walk(ix.tree)
+            if isinstance(n, ast.Call)
+            and (
+                (isinstance(n.func, ast.Name) and n.func.id == name)
+                or (
+                    method
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == name
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in ("self", "cls")
+                )
+            )
+        ]
+        if len(calls) != 1 or self._within(ix, calls[0], fn):
+            return []
+        value = bind_arguments(fn, calls[0], skip_self=method).get(id(param.arg))
+        if value is None:
+            return []
+        return [s for s in self.classify(value, depth, seen) if s.rule == "CB103"]
 
     def _traced_text(self, node: ast.AST) -> bool:
         """Text whose making is in view, so its name says nothing more.
@@ -845,7 +894,7 @@ class Classifier:
             # `.attributes`: what the dispatcher or the caller's client set for this call
             # (https://docs.livekit.io/agents/server/job.md): per session.
             what = f"{ast.unparse(node)} (set per call)"
-            return [Source("CB103", Frequency.SESSION, node, what)]
+            return [Source("CB103", Frequency.SESSION, node, what, per_call=True)]
         if "detector" in receiver_words:
             # `self.language_detector.dominant_language`: what a detector found in the
             # caller's speech changes with the caller, wherever the detector was built.
@@ -1124,7 +1173,19 @@ class Classifier:
         return out
 
 
-_STATE_OWNERS = {"call", "caller", "session", "conversation"}
+_STATE_OWNERS = {
+    "call",
+    "caller",
+    "session",
+    "conversation",
+    "user",
+    "customer",
+    "client",
+    "patient",
+    "guest",
+    "contact",
+}
+_STATE_WORDS = {"state", "profile", "details"}
 _CALL_METADATA = {"metadata", "attributes"}
 _CALL_METADATA_OWNERS = {"job", "room", "participant", "caller", "call", "dispatch"}
 
@@ -1148,9 +1209,10 @@ def _setting(node: ast.AST) -> bool:
 def _call_state(arg: ast.arg) -> list[Source]:
     """A parameter typed as one call's state (``call: CallStateModel``): per-session data.
 
-    The type says what the name does not: the object holds the state of the call being
-    served (its caller's claim, language, reminders), so every field read off it is that
-    call's data. Only the annotation counts (a plain ``call`` may be a tool call).
+    Also a caller's state or profile (``user: UserState``, ``c: CustomerProfile``). The
+    type says what the name does not: the object holds the state of the call being served
+    (its caller's claim, language, reminders), so every field read off it is that call's
+    data. Only the annotation counts (a plain ``call`` may be a tool call).
     """
     if arg.annotation is None:
         return []
@@ -1158,7 +1220,7 @@ def _call_state(arg: ast.arg) -> list[Source]:
         ws = set(words(ast.unparse(arg.annotation)))
     except (ValueError, RecursionError):
         return []
-    if not (ws & _STATE_OWNERS and "state" in ws):
+    if not (ws & _STATE_OWNERS and ws & _STATE_WORDS):
         return []
     what = f"{arg.arg} (a {ast.unparse(arg.annotation)}: one call's state)"
     return [Source("CB103", Frequency.SESSION, arg, what, guessed=True)]

@@ -1253,7 +1253,7 @@ class _ModuleLint:
         """How often a source's value changes where it is used; True for a clock read at import."""
         freq = src.granularity
         at_import = False
-        if not src.placeholder and not src.per_pass:
+        if not src.placeholder and not src.per_pass and not src.per_call:
             runs = self.classifier.ix(src.origin).eval_frequency(src.origin)
             at_import = runs is Frequency.PROCESS and src.rule == "CB101"
             if at_import:

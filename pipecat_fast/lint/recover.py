@@ -202,6 +202,13 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 # is the start of the prompt, so close the string (and its brackets) there.
                 lines = closed
                 continue
+            elif "never closed" in msg and (
+                closed := _close_brackets(lines, bad, _statement_end(lines, bad))
+            ):
+                # A call cut before its closing bracket (`super().__init__(instructions=
+                # f"""...""",` and the excerpt ends): close it where the statement ends.
+                lines = closed
+                continue
             elif (
                 "never closed" in msg
                 or "unterminated triple" in msg
@@ -280,6 +287,40 @@ def _close_at_end(lines: list[str]) -> list[str] | None:
             continue
         return candidate.splitlines(keepends=True)
     return None
+
+
+def _close_brackets(lines: list[str], start: int, end: int) -> list[str] | None:
+    """``lines`` with the brackets left open by the statement ``lines[start:end]`` closed.
+
+    The closers go at the end of its last non-blank line. ``None`` unless the statement,
+    closed so, parses on its own (a cut call, not a syntax error inside it).
+    """
+    import io
+    import tokenize
+
+    last = max((k for k in range(start, end) if lines[k].strip()), default=None)
+    if last is None:
+        return None
+    segment = textwrap.dedent("".join(lines[start : last + 1]))
+    closers: list[str] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(segment).readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                closers.append({"(": ")", "[": "]", "{": "}"}[tok.string])
+            elif tok.type == tokenize.OP and tok.string in ")]}" and closers:
+                closers.pop()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    if not closers:
+        return None
+    tail = "".join(reversed(closers))
+    try:
+        parse(segment.rstrip("\n") + tail + "\n")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out = list(lines)
+    out[last] = out[last].rstrip("\n") + tail + "\n"
+    return out
 
 
 _METHOD = re.compile(r"^(?:async\s+)?def\s+\w+\s*\(\s*(?:self|cls)\b", re.MULTILINE)

@@ -222,3 +222,78 @@ def test_a_value_assigned_in_the_if_branch_is_not_hidden_by_the_else_branch():
 def test_the_else_branch_alone_being_constant_is_still_clean():
     code = BRANCHES.replace('f"You help customer {customer_id}. "', '"You help one customer. "')
     assert not flagged(lint(code))
+
+
+# -- a caller's state or profile, typed --------------------------------------------------------
+
+TYPED = f"""
+def build_instructions(user_state: UserState) -> str:
+    return f"You call {{user_state.name}} in {{user_state.city}}. {BODY}"
+"""
+
+
+def test_a_parameter_typed_as_a_users_state_is_per_caller():
+    hits = flagged(lint(TYPED), "CB103")
+    assert hits and hits[0].severity is Severity.ERROR
+
+
+def test_a_parameter_typed_as_something_else_says_nothing():
+    assert not flagged(lint(TYPED.replace("UserState", "AppSettings")))
+
+
+# -- an excerpt cut before a call's closing bracket --------------------------------------------
+
+CUT_CALL = f'''
+class Caller(Agent):
+    def __init__(self, *, name: str):
+        super().__init__(
+            instructions=f"""
+            You are a sales agent. You are talking to {{name}} on the phone.
+            {BODY}
+            """,
+'''
+
+
+def test_a_call_cut_before_its_closing_bracket_is_closed_and_read():
+    found = lint(CUT_CALL + '\nagent = Caller(name=get_lead()["caller_name"])\n')
+    note = [f for f in found if f.rule == "CB901"]
+    assert note and note[0].severity is Severity.INFO
+    # The statement was kept (closed at the cut), so the constructor's prompt is linted.
+    assert any(f.rule == "CB103" and f.line == 6 for f in found)
+
+
+# -- a parameter whose one caller in view passes per-call data ---------------------------------
+
+CALLED = f"""
+import json
+
+class Caller(Agent):
+    def __init__(self, *, name: str):
+        super().__init__(instructions=f"You are talking to {{name}}. {BODY}")
+
+async def entrypoint(ctx):
+    dial_info = json.loads(ctx.job.metadata)
+    agent = Caller(name=dial_info.get("name", "there"))
+"""
+
+
+def test_a_constructor_parameter_filled_from_job_metadata_is_per_call():
+    hits = flagged(lint(CALLED), "CB103")
+    assert hits and hits[0].severity is Severity.ERROR and hits[0].line == 6
+
+
+def test_a_constructor_parameter_filled_with_a_constant_stays_clean():
+    code = CALLED.replace('dial_info.get("name", "there")', '"the front desk"')
+    assert not flagged(lint(code))
+
+
+def test_two_callers_passing_different_things_are_not_followed():
+    code = CALLED + '    other = Caller(name="the front desk")\n'
+    assert not flagged(lint(code))
+
+
+def test_job_metadata_read_in_a_cut_out_entrypoint_body_is_still_per_call():
+    # The `async def entrypoint(ctx):` line cut off: the body reads as module code.
+    code = CALLED.replace("async def entrypoint(ctx):\n    ", "").replace("\n    agent", "\nagent")
+    hits = flagged(lint(code), "CB103")
+    assert hits and hits[0].severity is Severity.ERROR

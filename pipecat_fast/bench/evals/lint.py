@@ -118,9 +118,14 @@ def read_excerpts(md: str) -> list[Excerpt]:
         if not line.startswith("```"):
             i += 1
             continue
-        language = line[3:].strip().lower()
+        # A fence closes only with at least as many backticks as opened it (CommonMark),
+        # so a Markdown prompt holding its own ``` block can be quoted in a ```` fence.
+        fence = line[: len(line) - len(line.lstrip("`"))]
+        language = line[len(fence) :].strip().lower()
         j = i + 1
-        while j < len(lines) and not lines[j].startswith("```"):
+        while j < len(lines) and not (
+            lines[j].startswith(fence) and not lines[j].lstrip("`").strip()
+        ):
             j += 1
         body = "\n".join(lines[i + 1 : j]) + "\n"
         prev = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")

@@ -130,3 +130,21 @@ def test_expected_rules_from_verdict_wording():
     assert "CB103" in expected_rules("id: transport client_id")
     assert "CB102" in expected_rules("random.shuffle'd rounds")
     assert expected_rules("none: static prompt") == frozenset()
+
+
+def test_a_markdown_prompt_quoted_in_a_longer_fence_keeps_its_own_fences():
+    md = (
+        "# md_case\n\n- path: docs/prompt.md (lines 1-6 of 6)\n\n"
+        "````markdown\n# Prompt\n\n```\nYou are {{caller_name}}'s helper.\n```\nBe brief.\n````\n"
+    )
+    (ex,) = read_excerpts(md)
+    assert ex.path == "docs/prompt.md" and ex.language == "markdown"
+    # The inner ``` lines are the prompt file's own text, not the end of the excerpt.
+    assert ex.text.splitlines() == [
+        "# Prompt",
+        "",
+        "```",
+        "You are {{caller_name}}'s helper.",
+        "```",
+        "Be brief.",
+    ]
