@@ -638,7 +638,11 @@ class Classifier:
         ):
             name = self.ix(call).dotted(call.func) or "call"
             guess = classify_name(name.rsplit(".", 1)[-1])
-            if guess and guess[0] == "CB103":
+            if _names_prompt(name.rsplit(".", 1)[-1]):
+                # `await prepare_instructions(db, agent)`, `await load_system_prompt(id)`:
+                # the agent's own prompt loaded at run time (see `_loaded_prompt`).
+                pass
+            elif guess and guess[0] == "CB103":
                 found.append(
                     Source("CB103", Frequency.SESSION, node, f"record looked up by {name}()")
                 )
@@ -838,6 +842,13 @@ class Classifier:
                 added = grow.value if isinstance(grow, ast.AugAssign) else grow
                 args = added.args if isinstance(added, ast.Call) else [added]
                 found = _plain(found) + [s for a in args for s in self.classify(a, depth, seen)]
+        if values and not isinstance(values[-1], Param):
+            # Text appended with `+=` (`identity += f"...{now}"`) is part of the value.
+            line = getattr(values[-1], "lineno", 0)
+            pieces = ix._scoped_calls(ix.text_grown, node, after=line)  # noqa: SLF001
+            for piece in pieces:
+                if piece.lineno < node.lineno:
+                    found = found + _inside(self.classify(piece.value, depth, seen))
         for shuffle in ix.shuffles_of(node)[-1:]:
             found = _plain(found) + [
                 Source("CB102", Frequency.REQUEST, shuffle, f"`{node.id}` shuffled in place")
@@ -865,7 +876,7 @@ class Classifier:
         updates = [
             u
             for u in ix.updates_of(node)
-            if ix.function_of(u) is not None and not _is_text(u.value)
+            if ix.function_of(u) is not None and not self._appends_text(u.value)
         ]
         if not updates or any(s.rule in ("CB101", "CB102") for s in found):
             return found
@@ -875,6 +886,15 @@ class Classifier:
         what = f"{name}, updated at line {last.lineno} in {ix.function_name(last)}()"
         kept = [s for s in _plain(found) if s.rule != rule]
         return kept + [Source(rule, Frequency.REQUEST, last, what)]
+
+    def _appends_text(self, value: ast.AST) -> bool:
+        """``x += <text>``: a literal, an f-string, or a name holding one (building text)."""
+        if _is_text(value):
+            return True
+        if isinstance(value, ast.Name):
+            values = self.ix(value).resolve_name(value)
+            return len(values) == 1 and _is_text(values[0])
+        return False
 
     def _attribute(self, node: ast.Attribute, depth: int, seen: frozenset) -> list[Source]:
         ix = self.ix(node)

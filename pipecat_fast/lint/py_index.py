@@ -91,6 +91,8 @@ class ModuleIndex:
         # scope node -> name -> [(lineno, call)]: in-place shuffles and list growth
         self.shuffled: dict[ast.AST, dict[str, list[tuple[int, ast.Call]]]] = {}
         self.grown: dict[ast.AST, dict[str, list[tuple[int, ast.Call]]]] = {}
+        # scope node -> name -> [(line, `x += <text>`)]: a string built piece by piece
+        self.text_grown: dict[ast.AST, dict[str, list[tuple[int, ast.AugAssign]]]] = {}
         # class node -> attribute -> [AugAssign]; scope node -> name -> [AugAssign]
         self.self_augmented: dict[ast.AST, dict[str, list[ast.AugAssign]]] = {}
         self.augmented: dict[ast.AST, dict[str, list[ast.AugAssign]]] = {}
@@ -127,6 +129,13 @@ class ModuleIndex:
                 if isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):
                     scope = self.scope_of(node)
                     self.grown.setdefault(scope, {}).setdefault(node.target.id, []).append(
+                        (node.lineno, node)
+                    )
+                elif isinstance(node.op, ast.Add) and isinstance(
+                    node.value, (ast.Constant, ast.JoinedStr, ast.BinOp, ast.Name)
+                ):
+                    scope = self.scope_of(node)
+                    self.text_grown.setdefault(scope, {}).setdefault(node.target.id, []).append(
                         (node.lineno, node)
                     )
             if isinstance(node, (ast.With, ast.AsyncWith)):
@@ -387,6 +396,16 @@ class ModuleIndex:
     def growth_of(self, node: ast.Name, assigned_line: int) -> list[ast.AST]:
         """``x.append(...)``/``x.extend(...)``/``x += [...]`` after ``x`` was assigned."""
         return self._scoped_calls(self.grown, node, after=assigned_line)
+
+    def text_appends_of(self, node: ast.Name, assigned_line: int) -> list[ast.AugAssign] | None:
+        """``x += "..."`` statements between ``x``'s assignment and its use at ``node``.
+
+        ``None`` when one of them runs in a loop (how many pieces it adds is not known).
+        """
+        found = self._scoped_calls(self.text_grown, node, after=assigned_line)
+        if any(self.in_loop(a) for a in found):
+            return None
+        return [a for a in found if a.lineno < node.lineno]
 
     def in_loop(self, node: ast.AST, outside: ast.AST | None = None) -> bool:
         """True when ``node`` runs inside a loop (that does not also hold ``outside``)."""

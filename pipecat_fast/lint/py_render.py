@@ -358,6 +358,21 @@ class Renderer:
             return self.hole(node)
         if len(values) == 1 and not ix.shuffles_of(node):
             inner = r(values[0])
+            appends = ix.text_appends_of(node, getattr(values[0], "lineno", 0))
+            if appends is None:
+                return self.hole(node)
+            if appends:
+                # `identity = f"You are {name}"`, then `identity += f"...{now}"`: the text
+                # built piece by piece, in order (every `if`'s piece counts).
+                if self._laid_out(inner):
+                    base = inner
+                else:
+                    # The name's hole (its meaning, `base_prompt`, is kept) with what the
+                    # first value holds; the appended pieces follow it in order.
+                    sources = self.classifier.classify(values[0])
+                    via = self._via[0] if self._via else None
+                    base = [Hole(node, sources, sample_text(sources), via)]
+                return _concat(base, *(r(a.value) for a in appends))
             if self._laid_out(inner):
                 return inner
             return self.hole(node)

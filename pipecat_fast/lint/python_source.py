@@ -749,6 +749,8 @@ class Place:
     """Known tokens after the hole up to the next value that changes at least as often
     (``None`` when there is none, or unknown-size text lies between them)."""
     short_after: int = 0
+    short_before: int = 0
+    """How many of ``unknown_before`` are named like a short value."""
     data_after: int = 0
     """How many of ``unknown_after`` are named like data (``entity_csv``), not
     instructions."""
@@ -775,6 +777,14 @@ class Place:
         b_lo = self.before + len(self.unknown_before)
         a_lo = self.after + len(self.unknown_after)
         if not self.unknown_before and self.before <= a_lo:
+            return Position.EARLY
+        if (
+            self.unknown_before
+            and len(self.unknown_before) == self.short_before
+            and self.before + SHORT_VALUE_TOKENS * self.short_before <= a_lo
+        ):
+            # `f"You are {agent_name}. Current time: {now}"`: only short values (a name,
+            # an id) of unknown size precede it.
             return Position.EARLY
         if self.prompt_after and not self.unknown_before and self.before < LATE_TAIL_TOKENS:
             # `instruction + msg["content"]`: a short head put in front of a whole prompt
@@ -1235,6 +1245,9 @@ class _ModuleLint:
                 until_next=until_next,
                 short_after=sum(
                     1 for h, _s, _e in holes[i + 1 :] if h.sample is None and _short_value(h.node)
+                ),
+                short_before=sum(
+                    1 for h, _s, _e in holes[:i] if h.sample is None and _short_value(h.node)
                 ),
                 data_after=sum(
                     1

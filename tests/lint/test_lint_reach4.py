@@ -297,3 +297,43 @@ def test_job_metadata_read_in_a_cut_out_entrypoint_body_is_still_per_call():
     code = CALLED.replace("async def entrypoint(ctx):\n    ", "").replace("\n    agent", "\nagent")
     hits = flagged(lint(code), "CB103")
     assert hits and hits[0].severity is Severity.ERROR
+
+
+# -- a string built piece by piece with += ------------------------------------------------------
+
+PIECES = f"""
+from datetime import datetime
+
+def compose(agent_name, company):
+    identity = f"You are {{agent_name}}"
+    if company:
+        identity += f", the assistant of {{company}}"
+    identity += f". Current time: {{datetime.now():%H:%M}}"
+    system_prompt = identity + "\\n{BODY}"
+    return system_prompt
+"""
+
+
+def test_a_clock_appended_with_plus_equals_early_in_the_prompt_is_flagged():
+    hits = flagged(lint(PIECES), "CB101")
+    assert hits and hits[0].severity is Severity.ERROR and hits[0].line == 8
+
+
+def test_pieces_appended_in_a_loop_are_not_laid_out_as_one():
+    code = PIECES.replace(
+        '    identity += f". Current time',
+        '    for _ in range(2):\n        identity += f". Current time',
+    )
+    hits = flagged(lint(code), "CB101")
+    assert hits and all(f.severity is Severity.WARNING for f in hits)  # position unknown
+
+
+def test_the_agents_prompt_loaded_by_an_awaited_helper_is_not_fetched_content():
+    code = f'''
+async def start(db, slug):
+    agent_instructions = await prepare_instructions(db, slug)
+    return Agent(instructions=agent_instructions + "{BODY}")
+'''
+    assert not flagged(lint(code), "CB104")
+    fetched = code.replace("prepare_instructions", "fetch_article")
+    assert flagged(lint(fetched), "CB104")
