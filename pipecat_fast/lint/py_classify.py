@@ -906,6 +906,12 @@ class Classifier:
         value = self.module_attribute(node)
         if value is not None:
             return self.classify(value, depth, seen)
+        if isinstance(node.value, ast.Name) and (imp := ix.imported.get(node.value.id)):
+            module = ".".join(p for p in (imp.module, imp.name) if p)
+            freq = FRAMEWORK_CLOCK_TEXT.get(f"{module}.{node.attr}")
+            if freq is not None and not imp.level:
+                what = f"{ast.unparse(node)} (rendered with the current time)"
+                return [Source("CB101", freq, node, what)]
         receiver_words = words(ast.unparse(node.value))
         if node.attr == "messages" and ("context" in receiver_words or "ctx" in receiver_words):
             return [Source("CB105", Frequency.REQUEST, node, "context messages")]
@@ -1207,6 +1213,16 @@ _STATE_OWNERS = {
 }
 _STATE_WORDS = {"state", "profile", "details"}
 _CALL_METADATA = {"metadata", "attributes"}
+FRAMEWORK_CLOCK_TEXT = {
+    "homeassistant.helpers.llm.DATE_TIME_PROMPT": Frequency.REQUEST,
+}
+"""Framework constants whose text is a template the framework renders with the clock.
+
+Home Assistant's ``llm.DATE_TIME_PROMPT`` is ``'Current time is {{ now().strftime(
+"%H:%M:%S") }}. Today's date is ...'``, rendered on every request by its template engine
+(home-assistant/core, ``homeassistant/helpers/llm.py``): the time to the second.
+"""
+
 _CALL_METADATA_OWNERS = {"job", "room", "participant", "caller", "call", "dispatch"}
 
 

@@ -193,6 +193,11 @@ def _recover(source: str) -> tuple[ast.Module, str, int, int, set[int]] | None:
                 # line cut off): give the parameters back their header, on their own line.
                 lines[bad] = header
                 continue
+            if "unexpected indent" in msg and (opened := _open_class(lines, bad)) is not None:
+                # Module lines (imports) then a method excerpted from a class whose header
+                # was cut: the blank line above the method becomes a class header.
+                lines = opened
+                continue
             if "expected an indented block" in msg and lines[bad].strip() == "":
                 m = re.search(r"on line (\d+)", msg)
                 header = int(m.group(1)) - 1 if m else bad - 1
@@ -287,6 +292,27 @@ def _close_at_end(lines: list[str]) -> list[str] | None:
             continue
         return candidate.splitlines(keepends=True)
     return None
+
+
+_METHOD_LINE = re.compile(r"^(\s+)(?:async\s+)?def\s+\w+\s*\(\s*(?:(?:self|cls)\b|$)")
+
+
+def _open_class(lines: list[str], bad: int) -> list[str] | None:
+    """``lines`` with a class header on the blank line above the method at ``bad``.
+
+    Only when line ``bad`` opens a method (``def name(self``) indented deeper than the
+    code above it, with a blank line right above it to hold the header.
+    """
+    m = _METHOD_LINE.match(lines[bad])
+    if m is None or bad == 0 or lines[bad - 1].strip():
+        return None
+    indent = len(m.group(1).expandtabs())
+    above = next((ln for ln in reversed(lines[: bad - 1]) if ln.strip()), None)
+    if indent < 4 or (above is not None and _indent(above) >= indent):
+        return None
+    out = list(lines)
+    out[bad - 1] = " " * (indent - 4) + "class _Fragment:\n"
+    return out
 
 
 def _close_brackets(lines: list[str], start: int, end: int) -> list[str] | None:

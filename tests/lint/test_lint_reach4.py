@@ -337,3 +337,38 @@ async def start(db, slug):
     assert not flagged(lint(code), "CB104")
     fetched = code.replace("prepare_instructions", "fetch_article")
     assert flagged(lint(fetched), "CB104")
+
+
+# -- framework constants rendered with the clock; a method excerpt after module imports -----
+
+HA = f'''
+from homeassistant.helpers import llm, template
+
+
+    def _render_system_prompt(
+        self,
+        has_tools: bool,
+    ) -> str:
+        parts = [
+            template.Template(llm.DATE_TIME_PROMPT + "{BODY}", self.hass).async_render({{}})
+        ]
+        return "\\n".join(parts)
+'''
+
+
+def test_home_assistants_date_time_prompt_first_is_a_clock_at_the_start():
+    hits = flagged(lint_python_source(HA), "CB101")
+    assert hits and hits[0].severity is Severity.ERROR and hits[0].line == 10
+
+
+def test_the_same_name_from_another_module_is_not_that_constant():
+    code = HA.replace("from homeassistant.helpers import llm", "from myapp import llm")
+    assert not flagged(lint_python_source(code), "CB101")
+
+
+def test_a_method_excerpt_after_module_imports_keeps_its_name_and_the_imports():
+    code = HA.replace("llm.DATE_TIME_PROMPT", "llm.CUSTOM_PROMPT")
+    found = lint_python_source(code)
+    note = [f for f in found if f.rule == "CB901"]
+    # Read as a class body: nothing dropped, so the note does not count skipped lines.
+    assert note and "skipped" not in note[0].message
