@@ -270,28 +270,37 @@ def _close_at_end(lines: list[str]) -> list[str] | None:
 
     ``None`` when that does not make the text parse.
     """
-    import io
-    import tokenize
-
     text = "".join(lines)
     for quote in ('"""', "'''"):
         candidate = text + ("" if text.endswith("\n") else "\n") + quote
-        closers: list[str] = []
-        try:
-            for tok in tokenize.generate_tokens(io.StringIO(candidate).readline):
-                if tok.type == tokenize.OP and tok.string in "([{":
-                    closers.append({"(": ")", "[": "]", "{": "}"}[tok.string])
-                elif tok.type == tokenize.OP and tok.string in ")]}" and closers:
-                    closers.pop()
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            pass
-        candidate += "".join(reversed(closers)) + "\n"
+        candidate += _closers(candidate) + "\n"
         try:
             parse(candidate)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         return candidate.splitlines(keepends=True)
     return None
+
+
+def _closers(text: str) -> str:
+    """The brackets ``text`` leaves open, closed innermost first (``"])"``); ``""`` if none.
+
+    Read with Python's own tokenizer, so brackets inside strings and comments do not count;
+    a tokenizer error (the text is cut) ends the reading where it stands.
+    """
+    import io
+    import tokenize
+
+    closers: list[str] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                closers.append({"(": ")", "[": "]", "{": "}"}[tok.string])
+            elif tok.type == tokenize.OP and tok.string in ")]}" and closers:
+                closers.pop()
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return "".join(reversed(closers))
 
 
 _METHOD_LINE = re.compile(r"^(\s+)(?:async\s+)?def\s+\w+\s*\(\s*(?:(?:self|cls)\b|$)")
@@ -321,25 +330,13 @@ def _close_brackets(lines: list[str], start: int, end: int) -> list[str] | None:
     The closers go at the end of its last non-blank line. ``None`` unless the statement,
     closed so, parses on its own (a cut call, not a syntax error inside it).
     """
-    import io
-    import tokenize
-
     last = max((k for k in range(start, end) if lines[k].strip()), default=None)
     if last is None:
         return None
     segment = textwrap.dedent("".join(lines[start : last + 1]))
-    closers: list[str] = []
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(segment).readline):
-            if tok.type == tokenize.OP and tok.string in "([{":
-                closers.append({"(": ")", "[": "]", "{": "}"}[tok.string])
-            elif tok.type == tokenize.OP and tok.string in ")]}" and closers:
-                closers.pop()
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass
-    if not closers:
+    tail = _closers(segment)
+    if not tail:
         return None
-    tail = "".join(reversed(closers))
     try:
         parse(segment.rstrip("\n") + tail + "\n")
     except (SyntaxError, ValueError, RecursionError, MemoryError):

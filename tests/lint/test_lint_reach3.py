@@ -19,22 +19,7 @@ from pipecat_fast.lint.cli import add_arguments, run
 from pipecat_fast.lint.files import lint_path, lint_yaml
 from pipecat_fast.lint.js_source import lint_js_source
 from pipecat_fast.lint.project import Project
-
-BODY = "Confirm each detail with the caller and keep every answer short. " * 30
-
-
-def lint(code, **kw):
-    return lint_python_source(textwrap.dedent(code), **kw)
-
-
-def flagged(findings, rule=None):
-    return [
-        f
-        for f in findings
-        if (rule is None or f.rule == rule) and f.rule.startswith("CB1")
-        if f.severity >= Severity.WARNING
-    ]
-
+from tests.lint.snippets import BODY, flagged, lint
 
 # -- excerpts that start in the middle of something ---------------------------------------
 

@@ -9,22 +9,7 @@ sounds like caller data. Each has the case that must still be flagged beside it.
 import textwrap
 
 from pipecat_fast.lint import Position, Severity, lint_python_source
-
-BODY = "Confirm each detail with the caller and keep every answer short. " * 30
-
-
-def lint(code, **kw):
-    return lint_python_source(textwrap.dedent(code), **kw)
-
-
-def flagged(findings, rule=None):
-    return [
-        f
-        for f in findings
-        if (rule is None or f.rule == rule) and f.rule.startswith("CB1")
-        if f.severity >= Severity.WARNING
-    ]
-
+from tests.lint.snippets import BODY, flagged, lint
 
 # -- an optional parameter that falls back to a constant template --------------------------
 
