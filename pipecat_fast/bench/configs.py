@@ -260,23 +260,27 @@ register(
 )
 
 
-def _all_eot(spec: PipelineSpec) -> None:
+def _all_with_eot(eot: Callable[[PipelineSpec], None]) -> Callable[[PipelineSpec], None]:
     """``all`` with ``eot`` in ``draft``'s place (both replace the user turn strategies)."""
-    for name in ALL:
-        CONFIGS["eot" if name == "draft" else name].customize(spec)
+
+    def customize(spec: PipelineSpec) -> None:
+        for name in ALL:
+            (eot if name == "draft" else CONFIGS[name].customize)(spec)
+
+    return customize
 
 
 register(
     BenchConfig(
         "all-eot",
         "all with eot in draft's place (both replace the user turn strategies)",
-        _all_eot,
+        _all_with_eot(CONFIGS["eot"].customize),
     )
 )
 
 
 def _all_eot_drafting_at(early_s: float) -> Callable[[PipelineSpec], None]:
-    """``all-eot`` with the balanced preset's early-draft silence set to ``early_s``.
+    """``all-eot`` with the balanced preset's early-draft silence set to ``early_s`` (s).
 
     For the dial's study of drafting sooner (docs/endofturn.md): the draft starts at that
     much silence when the words are in hand, else when the final arrives.
@@ -285,13 +289,7 @@ def _all_eot_drafting_at(early_s: float) -> Callable[[PipelineSpec], None]:
 
     from pipecat_fast.endofturn.dial import PRESETS
 
-    eot = _eot_with(replace(PRESETS["balanced"], early_silence_s=early_s))
-
-    def customize(spec: PipelineSpec) -> None:
-        for name in ALL:
-            (eot if name == "draft" else CONFIGS[name].customize)(spec)
-
-    return customize
+    return _all_with_eot(_eot_with(replace(PRESETS["balanced"], early_silence_s=early_s)))
 
 
 for _ms in (32, 64):
