@@ -225,6 +225,15 @@ RULES: dict[str, Rule] = {
             "volatile part in a separate block (or the latest user message) after it.",
         ),
         Rule(
+            "CB109",
+            "untraced-value",
+            "A value nothing in view explains (a parameter no call in view fills, a name from "
+            "outside the linted code, an out-of-view function's result) sits early in a "
+            "prompt; lower confidence, always info.",
+            "If it changes per call or per session, move it after the static instructions (or "
+            "into a message); if it is configuration, ignore the note.",
+        ),
+        Rule(
             "CB201",
             "unfilled-placeholder",
             "A template placeholder ships to the model literally (never filled).",

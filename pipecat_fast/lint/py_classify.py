@@ -251,7 +251,8 @@ def _plain(sources: list[Source]) -> list[Source]:
 _TEXT_METHODS = {"format", "format_map", "join", "replace", "substitute", "safe_substitute"}
 
 
-def _is_literal(node: ast.AST) -> bool:
+def is_literal(node: ast.AST) -> bool:
+    """A constant, or an f-string with no values in it."""
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.JoinedStr):
@@ -614,7 +615,7 @@ class Classifier:
         spec = node.format_spec
         if spec is None:
             return found
-        if isinstance(spec, ast.JoinedStr) and _is_literal(spec):
+        if isinstance(spec, ast.JoinedStr) and is_literal(spec):
             fmt = "".join(str(v.value) for v in spec.values)
             table = strftime_frequency(fmt) if "%" in fmt else None
             clocks = _clock(
@@ -672,18 +673,19 @@ class Classifier:
                     # passes none), or to text the caller builds in view (a join, a
                     # format, a helper's result): that value, not a guess from the
                     # parameter's name.
-                    literal = literal or _is_literal(bound) or self._traced_text(bound)
+                    literal = literal or is_literal(bound) or self._traced_text(bound)
                     found.extend(self.classify(bound, depth, seen))
                 else:
                     found.extend(
-                        self._by_name(v.arg.arg, v.arg)
+                        _typed_clock(v.arg)
+                        or self._by_name(v.arg.arg, v.arg)
                         or _call_state(v.arg)
                         or self._from_caller(v, depth, seen)
                     )
                 continue
             if isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # a function or class object, not text
-            literal = literal or _is_literal(v) or self._traced_text(v)
+            literal = literal or is_literal(v) or self._traced_text(v)
             found.extend(self.classify(v, depth, seen))
         if (
             not found
@@ -753,9 +755,9 @@ class Classifier:
             return (
                 len(values) == 1
                 and not isinstance(values[0], Param)
-                and (_is_literal(values[0]) or self._traced_text(values[0]))
+                and (is_literal(values[0]) or self._traced_text(values[0]))
             )
-        if _setting(node):
+        if is_setting(node):
             return True
         if not isinstance(node, ast.Call):
             return False
@@ -1226,7 +1228,7 @@ Home Assistant's ``llm.DATE_TIME_PROMPT`` is ``'Current time is {{ now().strftim
 _CALL_METADATA_OWNERS = {"job", "room", "participant", "caller", "call", "dispatch"}
 
 
-def _setting(node: ast.AST) -> bool:
+def is_setting(node: ast.AST) -> bool:
     """A configuration read, set per deployment rather than per caller.
 
     ``config.CUSTOM_PROFILE`` (an ALL_CAPS attribute), ``os.environ["X"]``,
@@ -1240,6 +1242,42 @@ def _setting(node: ast.AST) -> bool:
         target = target.func
     dotted = ast.unparse(target) if isinstance(target, (ast.Attribute, ast.Name)) else ""
     return dotted in ("os.environ", "os.environ.get", "os.getenv", "environ", "getenv")
+
+
+_CLOCK_TYPES: dict[str, tuple[Frequency, Any]] = {
+    "datetime": (Frequency.REQUEST, lambda t: t),
+    "datetime.datetime": (Frequency.REQUEST, lambda t: t),
+    "date": (Frequency.DAY, lambda t: t.date()),
+    "datetime.date": (Frequency.DAY, lambda t: t.date()),
+    "pendulum.DateTime": (Frequency.REQUEST, lambda t: t),
+    "arrow.Arrow": (Frequency.REQUEST, lambda t: t),
+}
+"""Parameter types that hold an instant (a time or a date), and its value at an instant."""
+
+
+def _typed_clock(arg: ast.arg) -> list[Source]:
+    """A parameter typed as a time or a date (``now: datetime``, ``day: date | None``).
+
+    Its type says what its name may not: an instant the caller passes in, which differs
+    from one call of the function to the next (a clock read, an appointment). Its format
+    (``{now:%A}``) then says how often the rendered text changes.
+    """
+    if arg.annotation is None:
+        return []
+    try:
+        text = ast.unparse(arg.annotation).replace(" ", "")
+    except (ValueError, RecursionError):
+        return []
+    for wrapper in ("Optional[", "typing.Optional["):
+        if text.startswith(wrapper) and text.endswith("]"):
+            text = text[len(wrapper) : -1]
+    text = text.removesuffix("|None").removeprefix("None|")
+    typed = _CLOCK_TYPES.get(text)
+    if typed is None:
+        return []
+    freq, probe = typed
+    what = f"{arg.arg} (a `{text}` parameter)"
+    return [Source("CB101", freq, arg, what, sample=ClockValue(probe))]
 
 
 def _call_state(arg: ast.arg) -> list[Source]:

@@ -178,6 +178,8 @@ class Renderer:
         self.classifier = classifier
         self.issues: dict[int, PlaceholderIssue] = {}
         self._via: list[ast.AST] = []
+        self.visited: set[int] = set()
+        """Every node rendered so far (what some sink's text is made of)."""
         self._chains: list[tuple[ast.AST, list[str], list[str]]] = []
 
     def ix(self, node: ast.AST) -> ModuleIndex:
@@ -229,6 +231,7 @@ class Renderer:
         if depth > MAX_DEPTH or id(node) in seen:
             return self.hole(node)
         seen = seen | {id(node)}
+        self.visited.add(id(node))
         r = lambda n: self._render(n, depth + 1, seen)  # noqa: E731
         if isinstance(node, ast.Constant):
             return [node.value] if isinstance(node.value, str) else self.hole(node)

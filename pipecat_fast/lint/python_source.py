@@ -17,6 +17,7 @@ in a hole is graded by where the hole sits and how often the value changes.
 from __future__ import annotations
 
 import ast
+import contextvars
 import re
 from dataclasses import dataclass
 
@@ -31,7 +32,15 @@ from pipecat_fast.lint.findings import (
     shorten,
 )
 from pipecat_fast.lint.prompt import below_minimum_message, breakpoint_cost
-from pipecat_fast.lint.py_classify import Classifier, Source, bind_arguments, function_returns
+from pipecat_fast.lint.prompt_text import opens_like_prompt, reads_as_prompt
+from pipecat_fast.lint.py_classify import (
+    Classifier,
+    Source,
+    bind_arguments,
+    function_returns,
+    is_literal,
+    is_setting,
+)
 from pipecat_fast.lint.py_index import ModuleIndex, Param, parse
 from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
 from pipecat_fast.lint.text_rules import _PLACEHOLDERS as _PLACEHOLDER_PATTERNS
@@ -135,6 +144,9 @@ class Sink:
     last_append: bool = False
     """For ``+=`` onto a prompt: the last such append to that name in its function, not in
     a loop, so what it appends is the prompt's tail."""
+    fallback: str = ""
+    """Found by its text alone (it reads as a prompt; no sink in view takes it):
+    ``"opening"`` when the text opens like a prompt, ``"body"`` otherwise."""
 
 
 def _target_name(target: ast.AST) -> str | None:
@@ -435,8 +447,9 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 add(keys[key], "system", f'`"{key}"` entry')
             for key in TOOL_KEYWORDS & keys.keys():
                 add(keys[key], "tools", f'`"{key}"` entry')
+    output = _output_text(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr) and node.values:
+        if isinstance(node, ast.JoinedStr) and node.values and id(node) not in output:
             first = node.values[0]
             if isinstance(first, ast.Constant) and _YOU_ARE.match(str(first.value)):
                 add(node, "system", "an f-string prompt")
@@ -1124,30 +1137,35 @@ def _literals_only(
     return [note, *found]
 
 
-def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | None]:
+def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | None, bool]:
+    """The value's position band, the place to describe it by, and whether it is settled.
+
+    Not settled: the known sizes cannot decide the band (a layout out of view, text of
+    unknown size around it), so the band is the *middle* default.
+    """
     if sink.slot == "message" and sink.per_turn:
-        return Position.LATE, place
+        return Position.LATE, place, True
     if sink.slot == "message" and not src.inside:
         # A message: what precedes it (system, tools, history) is cached; what follows the
         # value inside the message is not, so the value's place in the message decides,
         # and a short tail (under one cache increment) is late.
         a_hi = place.after_at_most
         if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
-            return Position.LATE, place
+            return Position.LATE, place, True
         band = place.band()
-        return (band, place) if band is not None else (Position.MIDDLE, place)
+        return (band, place, True) if band is not None else (Position.MIDDLE, place, False)
     if sink.slot == "tools":
-        return Position.EARLY, place
+        return Position.EARLY, place, True
     if sink.slot == "append" and sink.last_append and not src.inside:
         # `prompt += f"\nCaller: {phone}\n"`, the last append: the value sits after
         # everything the prompt held, and only the rest of this text follows it.
         a_hi = place.after_at_most
         if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
-            return Position.LATE, place
+            return Position.LATE, place, True
     if src.inside or sink.slot == "append":
-        return Position.MIDDLE, None
+        return Position.MIDDLE, None, False
     band = place.band()
-    return (band, place) if band is not None else (Position.MIDDLE, place)
+    return (band, place, True) if band is not None else (Position.MIDDLE, place, False)
 
 
 def _lint_tree(
@@ -1167,11 +1185,246 @@ def _lint_tree(
     if breakpoints:
         mode = "breakpoints"
     run = _ModuleLint(index, encoding, mode)
-    sinks = index.memo["sinks"] = find_sinks(tree, project)
+    which = SINK_RULES.get()
+    sinks = find_sinks(tree, project) if which == "all" else []
+    index.memo["sinks"] = sinks
     sinks = sinks + argument_sinks(tree, run.classifier, sinks)
     for sink in sinks:
         run.lint_sink(sink)
+    if which != "none":
+        for sink in unreached_prompts(tree, run.renderer, sinks):
+            run.lint_sink(sink)
     return run.findings(minimum)
+
+
+SINK_RULES: contextvars.ContextVar[str] = contextvars.ContextVar("sink_rules", default="all")
+"""Which ways of finding prompt text in code are on, for measuring them apart.
+
+``"all"`` (the default): the sinks named in the module docstring, then the text-only
+fallback (:func:`unreached_prompts`); ``"fallback-only"``: the fallback alone, as if no API
+were known (``pipecat-fast bench lint --sink-rules fallback-only``); ``"none"``: neither (only
+what needs no sink: text, JSON and YAML files, framework services such as Mem0).
+"""
+
+
+_NOT_PROMPT_CALLS = {
+    "print",
+    "log",
+    "debug",
+    "info",
+    "warning",
+    "warn",
+    "error",
+    "exception",
+    "critical",
+    "write",
+    "echo",
+}
+"""Calls whose text argument is output for people (logs, prints), not for a model."""
+
+
+FALLBACK_NOTE = {
+    "opening": (
+        " Found by its text alone (lower confidence): it opens like a prompt, but no code in"
+        " view sends it to a model, so it is graded as the start of one."
+    ),
+    "body": (
+        " Found by its text alone (lower confidence): it reads as prompt instructions, but no"
+        " code in view sends it to a model and it does not open like a prompt, so where it"
+        " sits in one is unknown."
+    ),
+}
+
+
+def _confidence(sink: Sink, src: Source, settled: bool) -> str:
+    """How far a finding can be trusted.
+
+    ``"high"``: the code computes the value and the position is settled; ``"low"``: the
+    text was found by its content alone; ``"medium"`` otherwise (a name says what the
+    value is, or its position is the *middle* default).
+    """
+    if sink.fallback:
+        return "low"
+    return "high" if settled and not src.guessed else "medium"
+
+
+def _body_position(place: Place) -> Position:
+    """Where a value early in prompt-like text that does not open a prompt sits.
+
+    The text's own place in the prompt is unknown (it may be a section near the end, or a
+    one-turn instruction): *late* when less than one cache increment of it follows the
+    value (little is lost even if the text opens the request), else *middle*.
+    """
+    a_hi = place.after_at_most
+    if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
+        return Position.LATE
+    return Position.MIDDLE
+
+
+def _output_text(tree: ast.Module) -> set[int]:
+    """Nodes inside log lines, prints and exception messages: text for people."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) or (
+            isinstance(node, ast.Call) and _call_name(node) in _NOT_PROMPT_CALLS
+        ):
+            skip.update(id(n) for n in ast.walk(node))
+    return skip
+
+
+def _text_candidates(tree: ast.Module) -> list[ast.AST]:
+    """Outermost text-building expressions that hold run-time values.
+
+    f-strings, ``+`` concatenations and ``.format``-like calls, as assigned, returned or
+    passed; not docstrings, log lines or exception messages.
+    """
+    out: list[ast.AST] = []
+    skip = _output_text(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, (ast.JoinedStr, ast.BinOp)) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in BUILD_METHODS
+        ):
+            if isinstance(node, ast.JoinedStr) and not any(
+                isinstance(v, ast.FormattedValue) for v in node.values
+            ):
+                continue
+            out.append(node)
+            skip.update(id(n) for n in ast.walk(node))
+    return out
+
+
+def unreached_prompts(tree: ast.Module, renderer: Renderer, sinks: list[Sink]) -> list[Sink]:
+    """Text that reads as an instruction prompt but reaches no sink in view.
+
+    A framework the linter does not know takes its prompt through calls it cannot
+    recognise (``agent.set_persona(text)``, a section builder, a helper whose caller is out
+    of view). Such text is still linted, as a prompt of its own, when its literal part
+    reads as one by its content (:func:`~pipecat_fast.lint.prompt_text.reads_as_prompt`).
+    Text some sink's render already went through is not looked at again.
+    """
+    inside: set[int] = set(renderer.visited)
+    for sink in sinks:
+        inside.update(id(n) for n in ast.walk(sink.value))
+    out: list[Sink] = []
+    probe = _TextProbe(renderer.index, renderer.classifier)
+    for node in _text_candidates(tree):
+        if id(node) in inside:
+            continue
+        literal = _literal_probe(probe, node)
+        if not literal or not reads_as_prompt(literal):
+            continue
+        kind = "opening" if opens_like_prompt(literal) else "body"
+        out.append(
+            Sink(node, "system", "text that reads as a prompt (no sink in view)", fallback=kind)
+        )
+    return out
+
+
+class _TextProbe(Renderer):
+    """A renderer that only lays out text: its values are left unclassified (cheap)."""
+
+    def hole(self, node: ast.AST) -> list:
+        return [Hole(node, [], None, None)]
+
+
+def _literal_probe(probe: _TextProbe, node: ast.AST) -> str:
+    """The literal text a text-building expression renders to, values left out."""
+    try:
+        segments = probe.render(node).segments
+    except RecursionError:
+        return ""
+    return "".join(s for s in segments if isinstance(s, str))
+
+
+def _untraced(node: ast.AST, classifier: Classifier) -> str | None:
+    """What an untraced value is, when nothing in view says what it holds; else ``None``.
+
+    A function parameter no call in view fills, a name imported from outside the linted
+    tree (or whose import was cut off), an attribute of one of those, or the result of a
+    call whose function is out of view. Not configuration (``config.X``, ``os.environ``),
+    not a whole prompt passed in (``base_prompt``), not ``self.x`` (an object's own state,
+    most often set from configuration), not data built in view.
+    """
+    if isinstance(node, ast.FormattedValue):
+        node = node.value
+    if is_setting(node) or _holds_prompt_text(node):
+        return None
+    root = node
+    while isinstance(root, (ast.Attribute, ast.Subscript)) or (
+        isinstance(root, ast.Call)
+        and isinstance(root.func, ast.Attribute)
+        and root.func.attr in _PASS_THROUGH
+    ):
+        root = root.func.value if isinstance(root, ast.Call) else root.value
+    if isinstance(root, ast.Call):
+        func = root.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        ix = classifier.ix(root)
+        if (
+            name in BUILD_METHODS
+            or _names_prompt_text(name)
+            or (isinstance(func, ast.Name) and ix.resolve_function(func) is not None)
+        ):
+            return None  # text built here (a template filled in view) or a helper in view
+        return f"the result of `{name}()`, a function out of view" if name else None
+    if not isinstance(root, ast.Name) or root.id in ("self", "cls") or root.id.isupper():
+        return None
+    ix = classifier.ix(root)
+    values = ix.resolve_name(root)
+    if values and isinstance(values[-1], Param):
+        if _filled_with_constants(ix, values[-1]):
+            return None  # every call in view passes a literal for it
+        return f"`{root.id}`, a parameter whose value is not in view"
+    if not values and classifier.external(root):
+        return f"`{root.id}`, a name from outside the linted code"
+    return None
+
+
+def _filled_with_constants(ix: ModuleIndex, param: Param) -> bool:
+    """True when the module calls the parameter's function and every call passes a literal.
+
+    The function is found by its name (a class: by the class's name, for ``__init__``).
+    """
+    fn = param.function
+    name = getattr(fn, "name", None)
+    method = isinstance(ix.parent.get(fn), ast.ClassDef)
+    if name == "__init__":
+        cls = ix.parent.get(fn)
+        name = cls.name if isinstance(cls, ast.ClassDef) else None
+    if not name:
+        return False
+    calls = [
+        n
+        for n in ast.walk(ix.tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Name) and n.func.id == name)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == name)
+        )
+    ]
+    if not calls:
+        return False
+    for call in calls:
+        try:
+            value = bind_arguments(fn, call, skip_self=method).get(id(param.arg))
+        except (TypeError, ValueError):
+            return False
+        if value is None or not is_literal(value):
+            return False
+    return True
+
+
+_PASS_THROUGH = {"get", "strip", "lower", "upper", "title", "capitalize"}
+"""Methods that pass a value on (``d.get("k")``, ``s.strip()``) without saying more."""
+
+UNTRACED_NOTE = (
+    " Lower confidence: nothing in view says what it holds. If it changes per call or per"
+    " session, move it after the static instructions; if it is configuration, ignore this."
+)
 
 
 class _ModuleLint:
@@ -1185,6 +1438,8 @@ class _ModuleLint:
         self.renderer = Renderer(index, self.classifier)
         self.best: dict[tuple[int, str], Finding] = {}
         self.static_prefixes: list[tuple[int, tuple[str, ...], Sink]] = []
+        self.extra_findings: list[Finding] = []
+        self.untraced: set[int] = set()
 
     def keep(self, key: tuple[int, str], finding: Finding) -> None:
         old = self.best.get(key)
@@ -1257,7 +1512,9 @@ class _ModuleLint:
             )
             if self.lint_hole(sink, hole, start, place) and first_volatile is None:
                 first_volatile = (place.before, place.unknown_before)
-        if sink.slot == "system" and (skeleton.strip() or holes):
+            if rates[i] is None and hole.sample is None and sink.slot in ("system", "append"):
+                self.lint_untraced(sink, hole, start, place)
+        if sink.slot == "system" and not sink.fallback and (skeleton.strip() or holes):
             unknown = tuple(h.label for h, _s, _e in holes if h.sample is None)
             static = first_volatile if first_volatile is not None else (total, unknown)
             self.static_prefixes.append((static[0], static[1], sink))
@@ -1306,10 +1563,14 @@ class _ModuleLint:
             if sink.slot == "tools" and src.rule not in TOOL_RULES:
                 continue
             freq, at_import = self.source_rate(src)
-            pos, shown = _position(sink, src, place)
+            pos, shown, settled = _position(sink, src, place)
+            if sink.fallback == "body" and pos is Position.EARLY:
+                pos = _body_position(place)
             severity = grade(freq, pos)
             volatile = volatile or severity >= Severity.WARNING
             message = _message(src, freq, pos, sink, {"hole": hole.label}, shown)
+            if sink.fallback:
+                message += FALLBACK_NOTE[sink.fallback]
             if at_import:
                 message += (
                     " It is computed at import time: every process started on a later day "
@@ -1336,6 +1597,9 @@ class _ModuleLint:
                     "size_known": place.exact,
                     "total_tokens": place.total,
                     "tokens_after": place.after,
+                    "guessed": src.guessed,
+                    "settled": settled,
+                    "confidence": _confidence(sink, src, settled),
                 },
             )
             self.keep((src.key, src.rule), finding)
@@ -1344,6 +1608,48 @@ class _ModuleLint:
                 block = _block_finding(src, freq, block_severity, sink, self.mode or "", line, col)
                 self.keep((src.key, "CB108"), block)
         return volatile
+
+    def lint_untraced(self, sink: Sink, hole: Hole, start: int, place: Place) -> None:
+        """An info note for a value nothing in view explains, early in a prompt.
+
+        Measured across the studied corpora, such values are configuration more often
+        than per-call data (an agent's name, a destination, a project path), so the note
+        is info, never a warning: it does not count as a finding about the prompt.
+        """
+        if _own_text(sink, hole) or id(hole.node) in self.untraced:
+            return
+        what = _untraced(hole.node, self.classifier)
+        if what is None:
+            return
+        src = Source("CB109", Frequency.SESSION, hole.node, what)
+        pos, shown, settled = _position(sink, src, place)
+        if sink.fallback == "body" and pos is Position.EARLY:
+            pos = _body_position(place)
+        if pos is not Position.EARLY or not settled or place.after < LATE_TAIL_TOKENS:
+            return  # also when less than one cache increment of known text is at stake
+        self.untraced.add(id(hole.node))
+        at = hole.via if hole.via is not None else hole.node
+        index = self.index
+        line, col = index.line_col(at if index.owns(at) else sink.value)
+        where = shown.describe() if shown is not None else "an unknown position"
+        self.extra_findings.append(
+            Finding(
+                rule="CB109",
+                severity=Severity.INFO,
+                message=(
+                    f"{hole.label} ({what}) lands in {sink.label} at {where} (early)."
+                    + UNTRACED_NOTE
+                ),
+                char_offset=start,
+                token_offset=place.before,
+                line=line,
+                col=col,
+                position=pos,
+                estimated=True,
+                evidence=shorten(ast.unparse(hole.node), 60),
+                extra={"sink": sink.label, "confidence": "low", "untraced": True},
+            )
+        )
 
     def findings(self, minimum: PrefixMinimum | None) -> list[Finding]:
         index = self.index
@@ -1354,6 +1660,8 @@ class _ModuleLint:
             if k not in by_place or f.severity > by_place[k].severity:
                 by_place[k] = f
         found = list(by_place.values())
+        taken = {(f.line, f.col, f.rule) for f in found}
+        found.extend(f for f in self.extra_findings if (f.line, f.col, f.rule) not in taken)
         for issue in self.renderer.issues.values():
             line, col = index.line_col(issue.node if index.owns(issue.node) else index.tree)
             found.append(

@@ -31,6 +31,7 @@ from pathlib import Path
 from pipecat_fast.lint.files import iter_paths, lint_path
 from pipecat_fast.lint.findings import VOLATILE_RULES, Finding, Severity
 from pipecat_fast.lint.project import Project
+from pipecat_fast.lint.python_source import SINK_RULES
 from pipecat_fast.testing.shared_data import shared_data_dir
 
 DEFAULT_DIR = shared_data_dir() / "prompts"
@@ -360,6 +361,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--summary", action="store_true", help="confusion tables only, no per-prompt rows"
     )
+    parser.add_argument(
+        "--sink-rules",
+        choices=("all", "fallback-only", "none"),
+        default="all",
+        help="measure the ways of finding prompts in code apart: 'fallback-only' turns the "
+        "rules for known APIs and names off and keeps the text-only fallback, 'none' turns "
+        "both off (default: all)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -371,6 +380,14 @@ def run(args: argparse.Namespace) -> int:
     """
     corpora = list(args.corpus) + ([args.prompts_dir] if args.prompts_dir else [])
     corpora = corpora or [str(DEFAULT_DIR)]
+    token = SINK_RULES.set(getattr(args, "sink_rules", "all"))
+    try:
+        return _run(args, corpora)
+    finally:
+        SINK_RULES.reset(token)
+
+
+def _run(args: argparse.Namespace, corpora: list[str]) -> int:
     code = 0
     for i, corpus in enumerate(corpora):
         if i:

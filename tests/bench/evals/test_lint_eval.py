@@ -148,3 +148,31 @@ def test_a_markdown_prompt_quoted_in_a_longer_fence_keeps_its_own_fences():
         "```",
         "Be brief.",
     ]
+
+
+def test_the_sink_rules_can_be_measured_apart(tmp_path, capsys):
+    rules = "Keep every answer short and confirm each detail with the caller. " * 30
+    known = f'system_prompt = f"Role: a host. It is {{datetime.datetime.now()}}. {rules}"'
+    unknown = f'bot.configure(f"Role: a host. It is {{datetime.datetime.now()}}. {rules}")'
+    case = "# c\n\n- path: bot.py (lines 1-2 of 2)\n\n```python\nimport datetime\n{}\n```\n"
+    corpus = _corpus(
+        tmp_path,
+        {
+            "known_api": (case.format(known), True, "timestamp"),
+            "unknown_api": (case.format(unknown), True, "timestamp"),
+        },
+    )
+    outcomes = {}
+    for which in ("all", "fallback-only", "none"):
+        args = argparse.Namespace(
+            prompts_dir=None, corpus=[str(corpus)], provider=None, summary=False, sink_rules=which
+        )
+        run(args)
+        rows = [ln.split(" | ") for ln in capsys.readouterr().out.splitlines()]
+        outcomes[which] = {r[0][2:]: r[3].split()[0] for r in rows if r[0][2:].endswith("_api")}
+    # A name the rules know (`system_prompt`), and a call they do not: the fallback finds
+    # the second by its text; with it off too, neither is found.
+    assert outcomes["all"] == {"known_api": "TP", "unknown_api": "TP"}
+    assert outcomes["fallback-only"] == {"known_api": "TP", "unknown_api": "TP"}
+    assert outcomes["none"] == {"known_api": "FN", "unknown_api": "FN"}
+    assert [c.outcome for c in evaluate(corpus, None).cases] == ["TP", "TP"]  # scoped to run
