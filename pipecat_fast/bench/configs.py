@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipecat_fast.bench.pipeline import PipelineSpec
 
@@ -203,11 +203,13 @@ register(
 )
 
 
-def _eot_with(preset: str | Patience, *, preempt: bool = True) -> Callable[[PipelineSpec], None]:
+def _eot_with(
+    preset: str | Patience, *, preempt: bool = True, **draft_kwargs: Any
+) -> Callable[[PipelineSpec], None]:
     """The end-of-turn levers on the patience dial's ``preset`` (docs/endofturn.md).
 
     Prefill, draft-and-hold drafting at the pause, confirmation on a complete transcript, and
-    (``preempt``) the first audio held ready.
+    (``preempt``) the first audio held ready; ``draft_kwargs`` go to draft-and-hold.
     """
 
     def customize(spec: PipelineSpec) -> None:
@@ -224,7 +226,7 @@ def _eot_with(preset: str | Patience, *, preempt: bool = True) -> Callable[[Pipe
         vad = patience_vad(preset, spec.user_params.vad_analyzer)
         spec.user_params.vad_analyzer = vad
         spec.user_params.user_turn_strategies = UserTurnStrategies(
-            stop=[patience_stop_strategy(preset, vad)]
+            stop=[patience_stop_strategy(preset, vad, **draft_kwargs)]
         )
         report_finalize_answers(spec.stt)
         if preempt:
@@ -279,17 +281,19 @@ register(
 )
 
 
-def _all_eot_drafting_at(early_s: float) -> Callable[[PipelineSpec], None]:
+def _all_eot_drafting_at(early_s: float, **draft_kwargs: Any) -> Callable[[PipelineSpec], None]:
     """``all-eot`` with the balanced preset's early-draft silence set to ``early_s`` (s).
 
     For the dial's study of drafting sooner (docs/endofturn.md): the draft starts at that
-    much silence when the words are in hand, else when the final arrives.
+    much silence when the words are in hand, else when the final arrives; ``draft_kwargs`` go
+    to draft-and-hold.
     """
     from dataclasses import replace
 
     from pipecat_fast.endofturn.dial import PRESETS
 
-    return _all_with_eot(_eot_with(replace(PRESETS["balanced"], early_silence_s=early_s)))
+    preset = replace(PRESETS["balanced"], early_silence_s=early_s)
+    return _all_with_eot(_eot_with(preset, **draft_kwargs))
 
 
 for _ms in (32, 64):
@@ -300,6 +304,16 @@ for _ms in (32, 64):
             _all_eot_drafting_at(_ms / 1000),
         )
     )
+# Silence as the second update (docs/endofturn.md): at the first silent Silero frame (32 ms)
+# with no new interim, the draft starts on the latest interim's words.
+register(
+    BenchConfig(
+        "all-eot-interim",
+        "all-eot drafting at the first silent frame (32 ms) on the latest interim when no "
+        "interim came in that silence (pause_stable_s)",
+        _all_eot_drafting_at(0.032, pause_stable_s=0.032),
+    )
+)
 
 
 # Barge-in: callers who talk over the reply at scripted moments (0.8, 1.4 or 2.0 s into it,

@@ -507,8 +507,9 @@ def lever_accounting(results: Sequence[CallResult], rows: Sequence[dict[str, Any
         ``{config: {"words_scripted", "words_lost", "lost" (the words), "tts_chars",
         "extra_tts_pct", "tts_chars_discarded" (characters of withdrawn drafts handed to the TTS
         before confirmation), "preempt_released", "preempt_discarded", "drafts",
-        "drafts_discarded", "drafts_early", "eot_early" (turns confirmed on a complete
-        transcript), "eot_late_finals"}}``.
+        "drafts_discarded", "drafts_early", "drafts_interim" (drafted on the latest interim at a
+        pause), "drafts_interim_differed" (of those, contradicted by the final), "eot_early"
+        (turns confirmed on a complete transcript), "eot_late_finals"}}``.
     """
     out: dict[str, Any] = {}
     for config in dict.fromkeys(r.config for r in results):
@@ -529,6 +530,8 @@ def lever_accounting(results: Sequence[CallResult], rows: Sequence[dict[str, Any
             "drafts": int(total("drafts")),
             "drafts_discarded": int(total("drafts_discarded")),
             "drafts_early": int(total("drafts_early")),
+            "drafts_interim": int(total("drafts_interim")),
+            "drafts_interim_differed": int(total("drafts_interim_differed")),
             "eot_early": sum(1 for t in turns if t.get("eot_early")),
             "eot_late_finals": int(total("eot_late_finals")),
         }

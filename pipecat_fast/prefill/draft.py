@@ -20,7 +20,10 @@ Drafting earlier: given the VAD's :class:`~pipecat_fast.endofturn.PauseTap` and 
 ``early_silence_s``, the draft starts at a pause of that much silence inside the VAD's stop
 window — from the VAD's own per-frame confidence — when the caller's words are in hand (the
 finals with no interim after them, or stable words covering the latest interim), or when the
-final arrives during the pause; the next speech frame withdraws it.
+final arrives during the pause; the next speech frame withdraws it. With ``pause_stable_s``
+(off by default) the silence itself counts as the latest interim's second update: after that
+much silence with no new interim, the draft starts on the interim's words, and a final that
+differs withdraws it (and redrafts on the final) as any differing final does.
 
 A released draft was generated from the drafted words, which equal the final transcript only
 *under the normaliser*: ``I'd like Tuesday`` drafted, ``I'd like Tuesday.`` final. The reply
@@ -92,6 +95,22 @@ class TranscriptMatch(EagerMatchPolicy):
         return same_words(eager, final)
 
 
+def _check_pause_stable(pauses: Any, early_silence_s: Any, pause_stable_s: Any) -> None:
+    if pause_stable_s is None:
+        return
+    if pauses is None or early_silence_s is None:
+        raise ValueError(
+            "pause_stable_s= drafts on the interim at a pause: it needs pauses= (the PauseTap) "
+            "and early_silence_s= too"
+        )
+    bad = isinstance(pause_stable_s, bool) or not isinstance(pause_stable_s, int | float)
+    if bad or not 0 < pause_stable_s < pauses.params.stop_secs:
+        raise ValueError(
+            f"pause_stable_s must be a number of seconds in (0, the VAD's stop_secs="
+            f"{pauses.params.stop_secs}), got {pause_stable_s!r}"
+        )
+
+
 def _check_pauses(pauses: Any, early_silence_s: Any) -> None:
     if pauses is None and early_silence_s is None:
         return
@@ -154,6 +173,10 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
             inside the VAD's stop window.
         early_silence_s: The silence (s) that makes a pause worth a draft; ``None`` (the
             default) drafts only at the VAD's stop. Must be under the VAD's ``stop_secs``.
+        pause_stable_s: An experiment, off (``None``) by default: after this much silence
+            (s) with no new interim, the latest interim's words are in hand for the early
+            draft (silence as the second update; never for confirmation or the context). Needs
+            ``pauses`` and ``early_silence_s``; under the VAD's ``stop_secs``.
         load: The engine's load (:class:`~pipecat_fast.load.EngineLoad`, e.g.
             ``EngineLoad.shared(url)``, the same object the prefill yields to): while it says
             a draft would queue with other callers' turns, the turn runs the normal request.
@@ -168,9 +191,10 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         TypeError: If ``inner`` is not a user turn stop strategy (an LLM service passed where
             the strategy goes, for one), ``match_policy`` is not an ``EagerMatchPolicy``, or
             ``pauses`` is not a ``PauseTap``.
-        ValueError: If ``max_drafts_per_turn`` < 1, ``early_silence_s`` is not a positive
-            number under the VAD's ``stop_secs``, or only one of ``pauses`` and
-            ``early_silence_s`` is given.
+        ValueError: If ``max_drafts_per_turn`` < 1, ``early_silence_s`` (or
+            ``pause_stable_s``) is not a positive number under the VAD's ``stop_secs``, only
+            one of ``pauses`` and ``early_silence_s`` is given, or ``pause_stable_s`` is given
+            without both.
     """
 
     def __init__(
@@ -182,6 +206,7 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         use_stable_words: bool = True,
         pauses: Any = None,
         early_silence_s: float | None = None,
+        pause_stable_s: float | None = None,
         load: EngineLoad | None = None,
         yield_config: YieldConfig | None = None,
         **kwargs: Any,
@@ -197,12 +222,14 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
                 f"ExactMatch()...), got {match_policy!r}"
             )
         _check_pauses(pauses, early_silence_s)
+        _check_pause_stable(pauses, early_silence_s, pause_stable_s)
         policy = match_policy or TranscriptMatch()
         core = DraftHold(
             match=policy.matches,
             max_drafts=max_drafts_per_turn,
             use_stable_words=use_stable_words,
             engine_busy=self._draft_busy if load is not None else None,
+            pause_stable_s=pause_stable_s,
         )
         if inner is None:
             from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
@@ -309,6 +336,10 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         if pauses is None or early is None or not self._draft_vad_speaking:
             return
         silence = pauses.silence_s
+        if self._draft_core.pause_stable_s is not None:
+            # First the silence (it may make the latest interim the second update), then the
+            # pause: at the same frame the pause's draft then sees the interim in hand.
+            await self._apply(self._draft_core.caller_silence(silence))
         if not self._draft_paused and silence >= early:
             self._draft_paused = True
             await self._apply(self._draft_core.caller_paused())

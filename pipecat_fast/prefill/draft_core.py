@@ -92,16 +92,22 @@ class Settled:
     drafts_discarded: int
     early_drafts: int = 0
     drafts_yielded: int = 0
+    interim_drafts: int | None = None  # drafts on the interim at a pause (None: option off)
+    interim_differed: int = 0  # of those, the ones the final transcript contradicted
 
     def fields(self) -> dict[str, object]:
         """The TTFA report's fields for this turn."""
-        return {
+        fields: dict[str, object] = {
             "speculation": self.outcome,
             "drafts": self.drafts,
             "drafts_discarded": self.drafts_discarded,
             "drafts_early": self.early_drafts,
             "drafts_yielded": self.drafts_yielded,
         }
+        if self.interim_drafts is not None:
+            fields["drafts_interim"] = self.interim_drafts
+            fields["drafts_interim_differed"] = self.interim_differed
+        return fields
 
 
 Decision = StartDraft | Withdraw | PassInference | PassWithdrawal | Confirm | Settled
@@ -122,6 +128,11 @@ class _Turn:
     yielded: int = 0
     silent: bool = False
     paused: bool = False  # silent at a pause the VAD has not (yet) called a stop
+    silence_s: float = 0.0  # the caller's silence so far (0 while speaking)
+    interim_silence_s: float = 0.0  # the silence when the latest interim arrived
+    held_on_interim: bool = False  # the held draft was drafted from the latest interim
+    interim_drafts: int = 0
+    interim_differed: int = 0
 
 
 class DraftHold:
@@ -135,12 +146,15 @@ class DraftHold:
         engine_busy: Asked when a draft would start: the engine-load rule that holds it back
             (``"queue"``, ``"busy"``...), or ``None`` to let it go. ``None`` (the default):
             drafts never yield.
+        pause_stable_s: Silence (s) after which the latest interim's words count as in hand
+            for an early draft, when no interim arrived in that silence (silence as the second
+            update); ``None`` (the default): only finals and stable words are in hand.
 
     Attributes:
         outcomes: Per confirmed turn: ``"none"``, ``"reused"`` or ``"discarded"``.
 
     Raises:
-        ValueError: If ``max_drafts`` < 1.
+        ValueError: If ``max_drafts`` < 1 or ``pause_stable_s`` is not a number > 0.
     """
 
     def __init__(
@@ -150,9 +164,15 @@ class DraftHold:
         max_drafts: int = 2,
         use_stable_words: bool = True,
         engine_busy: Callable[[], str | None] | None = None,
+        pause_stable_s: float | None = None,
     ):
         if not isinstance(max_drafts, int) or isinstance(max_drafts, bool) or max_drafts < 1:
             raise ValueError(f"max_drafts_per_turn must be an integer >= 1, got {max_drafts!r}")
+        if pause_stable_s is not None:
+            bad = isinstance(pause_stable_s, bool) or not isinstance(pause_stable_s, int | float)
+            if bad or pause_stable_s <= 0:
+                raise ValueError(f"pause_stable_s must be a number > 0, got {pause_stable_s!r}")
+        self.pause_stable_s = None if pause_stable_s is None else float(pause_stable_s)
         self._match = match
         self.max_drafts = max_drafts
         self.use_stable_words = use_stable_words
@@ -180,18 +200,36 @@ class DraftHold:
 
         In hand: the finals, when no interim came after them (else, with no final yet, the
         stable words); or (``use_stable_words``) the stable words, when they say everything the
-        finals and the latest interim say.
+        finals and the latest interim say; or (``pause_stable_s``) the finals and the latest
+        interim, once the caller has been silent that long with no interim in the silence.
         """
+        return self._in_hand()[0]
+
+    def interim_in_hand(self) -> bool:
+        """Whether the silence has made the latest interim the second update (``pause_stable_s``).
+
+        The caller has been silent ``pause_stable_s`` or more since the later of the silence's
+        start and the latest interim's arrival.
+        """
+        turn = self._turn
+        if self.pause_stable_s is None or not turn.interim or turn.silence_s <= 0.0:
+            return False
+        return turn.silence_s - turn.interim_silence_s + 1e-9 >= self.pause_stable_s
+
+    def _in_hand(self) -> tuple[str | None, bool]:
+        """The words in hand, and whether they rest on the latest interim."""
         turn = self._turn
         finals = " ".join(t.strip() for t in turn.finals if t.strip())
         if not turn.interim:
             if finals or not self.use_stable_words:
-                return finals or None
-            return turn.stable.strip() or None
+                return finals or None, False
+            return turn.stable.strip() or None, False
         if self.use_stable_words and turn.stable.strip():
             if self._match(f"{finals} {turn.interim}".strip(), turn.stable):
-                return turn.stable.strip()
-        return None
+                return turn.stable.strip(), False
+        if self.interim_in_hand():
+            return f"{finals} {turn.interim.strip()}".strip(), True
+        return None, False
 
     def _final_text(self) -> str:
         return " ".join(self._turn.finals)
@@ -239,6 +277,22 @@ class DraftHold:
             return []
         return self.caller_speaking()
 
+    def caller_silence(self, silence_s: float) -> list[Decision]:
+        """The caller has been silent ``silence_s`` (0 while speaking), from the VAD's frames.
+
+        Used only with ``pause_stable_s``: when the silence makes the latest interim the second
+        update during a pause, the draft starts on it.
+        """
+        turn = self._turn
+        silence_s = max(0.0, float(silence_s))
+        was = self.interim_in_hand()
+        if silence_s <= 0.0 or silence_s < turn.silence_s:
+            turn.interim_silence_s = 0.0  # speech again: what came before precedes the silence
+        turn.silence_s = silence_s
+        if turn.paused and turn.held is None and not was and self.interim_in_hand():
+            return self._maybe_draft(early=True)
+        return []
+
     def stable_words(self, text: str) -> list[Decision]:
         """The stabiliser's stable words of this turn so far."""
         self._turn.stable = text
@@ -248,6 +302,7 @@ class DraftHold:
         """An interim transcript: words the STT has not finalized yet."""
         if text.strip():
             self._turn.interim = text
+            self._turn.interim_silence_s = self._turn.silence_s  # the silence starts over
         return []
 
     def final_transcript(self, text: str) -> list[Decision]:
@@ -257,7 +312,7 @@ class DraftHold:
         decisions: list[Decision] = []
         held = self._turn.held
         if held is not None and not self._still_says(held):
-            decisions += self._withdraw("the final transcript moved on")
+            decisions += self._withdraw("the final transcript moved on", differed=True)
         if self._turn.silent:
             # A final that lands after the VAD stop (a slow STT), or during a pause, can
             # still be drafted.
@@ -276,6 +331,7 @@ class DraftHold:
         """
         if self._turn.held is not None:
             self._turn.held = None
+            self._turn.held_on_interim = False
             self._turn.discarded += 1
         return []
 
@@ -288,7 +344,7 @@ class DraftHold:
             return [PassInference(speculation)]
         if self._still_says(held):
             return []  # the held draft answers this turn; confirmation releases it
-        return [*self._withdraw("the final transcript differs"), PassInference(None)]
+        return [*self._withdraw("the final transcript differs", differed=True), PassInference(None)]
 
     def inner_withdrawal(self) -> list[Decision]:
         """The wrapped strategy withdrew a speculation of its own."""
@@ -300,8 +356,11 @@ class DraftHold:
         """The wrapped strategy confirmed the end of the turn."""
         held = self._turn.held
         reused = held is not None and self._still_says(held)
+        if held is not None and not reused and self._turn.held_on_interim:
+            self._turn.interim_differed += 1  # confirmed on a final that says other words
         decisions: list[Decision] = [self._settle(reused)]
         self._turn.held = None
+        self._turn.held_on_interim = False
         decisions.append(Confirm(enable_user_speaking_frames, confirms_speculation or reused))
         return decisions
 
@@ -320,27 +379,43 @@ class DraftHold:
         turn = self._turn
         if turn.held is not None or turn.drafts >= self.max_drafts:
             return []
-        text = self.words_in_hand() if early else self.caller_text
+        text, on_interim = self._in_hand() if early else (self.caller_text, False)
         if not text:
             return []
         if self._engine_busy is not None and self._engine_busy():
             turn.yielded += 1
             return []
         turn.held = text
+        turn.held_on_interim = on_interim
         turn.drafts += 1
         if early:
             turn.early_drafts += 1
+        if on_interim:
+            turn.interim_drafts += 1
         return [StartDraft(text)]
 
-    def _withdraw(self, why: str) -> list[Decision]:
-        if self._turn.held is None:
+    def _withdraw(self, why: str, *, differed: bool = False) -> list[Decision]:
+        """Withdraw the held draft; ``differed``: because the final says other words."""
+        turn = self._turn
+        if turn.held is None:
             return []
-        self._turn.held = None
-        self._turn.discarded += 1
+        if differed and turn.held_on_interim:
+            turn.interim_differed += 1
+        turn.held = None
+        turn.held_on_interim = False
+        turn.discarded += 1
         return [Withdraw(why)]
 
     def _settle(self, reused: bool) -> Settled:
         turn = self._turn
         outcome = "reused" if reused else ("discarded" if turn.drafts else "none")
         self.outcomes.append(outcome)
-        return Settled(outcome, turn.drafts, turn.discarded, turn.early_drafts, turn.yielded)
+        return Settled(
+            outcome,
+            turn.drafts,
+            turn.discarded,
+            turn.early_drafts,
+            turn.yielded,
+            None if self.pause_stable_s is None else turn.interim_drafts,
+            turn.interim_differed,
+        )

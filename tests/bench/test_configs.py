@@ -86,3 +86,13 @@ def test_all_eot_is_all_with_eot_in_drafts_place():
     assert type(stop).__name__ == "DraftAndHoldUserTurnStopStrategy"
     assert type(spec.user_params.vad_analyzer).__name__ == "PauseTap"
     assert type(every.user_params.vad_analyzer).__name__ != "PauseTap"
+
+
+def test_all_eot_interim_drafts_on_the_interim_at_the_first_silent_frame():
+    def stop_of(name):
+        (stop,) = spec_for(name).user_params.user_turn_strategies.stop
+        return stop
+
+    interim, base = stop_of("all-eot-interim"), stop_of("all-eot")
+    assert (interim._draft_early_s, interim._draft_core.pause_stable_s) == (0.032, 0.032)
+    assert (base._draft_early_s, base._draft_core.pause_stable_s) == (0.1, None)

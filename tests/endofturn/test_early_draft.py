@@ -17,6 +17,7 @@ from pipecat.frames.frames import (
 )
 
 from pipecat_fast.endofturn import PauseTap
+from pipecat_fast.frames import TTFAAnnotationFrame
 from pipecat_fast.prefill import DraftAndHoldUserTurnStopStrategy
 from tests.endofturn.helpers import RATE, UserSide, analyzer_strategy, final, p99
 from tests.pacing import Until
@@ -293,3 +294,92 @@ async def test_speech_while_the_early_verdict_runs_voids_it_and_the_next_pause_w
     assert inner._turn_analyzer.asked == 0  # the second, complete verdict confirmed at the stop
     assert confirm.core.early_verdicts == 1
     assert side.user_messages() == ["I want to book it."]
+
+
+# -- silence as the second update (pause_stable_s) ------------------------------------------
+
+
+def drafted_texts(seen):
+    """The caller's words each speculative request was drafted for, in order."""
+    texts = []
+    for f in seen:
+        if isinstance(f, LLMContextFrame) and f.speculation:
+            users = [m for m in f.context.get_messages() if m.get("role") == "user"]
+            texts.append(users[-1]["content"])
+    return texts
+
+
+def interim_stream(draft, final_text):
+    """Speech with one interim, the first silent frame, then the final during the pause."""
+    from tests.endofturn.helpers import interim
+
+    seen_at_pause = []
+    frames = [p99(0.35), *vad_frames(8), interim("book it for tuesday"), *vad_frames(2)]
+    frames += vad_frames(2)  # the first silent frames (32, 64 ms), no interim in them
+    frames += [Until(lambda: seen_at_pause.append(draft.held_draft) or True, what="snapshot")]
+    frames += [final(final_text), *vad_frames(6)]
+    frames += [Until(lambda: draft.outcomes, what="the turn ended")]
+    return frames, seen_at_pause
+
+
+def interim_draft(vad, **kwargs):
+    return DraftAndHoldUserTurnStopStrategy(
+        analyzer_strategy(), pauses=vad, early_silence_s=0.032, **kwargs
+    )
+
+
+async def test_the_latest_interim_is_drafted_at_the_first_silent_frame_before_the_final():
+    vad = tap([0.9] * 10 + [0.1] * 8)
+    draft = interim_draft(vad, pause_stable_s=0.032)
+    side = UserSide(draft, vad_analyzer=vad)
+    frames, at_pause = interim_stream(draft, "Book it for Tuesday.")
+    await side.run(*frames)
+    seen = side.recorder.seen
+    assert at_pause == ["book it for tuesday"]  # drafted on the interim, before the final
+    assert drafted_texts(seen) == ["book it for tuesday"]
+    assert index_of(seen, EagerEndOfTurnCancelFrame) is None
+    assert draft.outcomes == ["reused"]  # the final says the same words: released
+    assert side.user_messages() == ["Book it for Tuesday."]  # the context gets the final
+    [note] = [f for f in seen if isinstance(f, TTFAAnnotationFrame) and "drafts" in f.fields]
+    assert note.fields["drafts_interim"] == 1 and note.fields["drafts_interim_differed"] == 0
+
+
+async def test_a_final_that_differs_from_the_drafted_interim_withdraws_and_redrafts():
+    vad = tap([0.9] * 10 + [0.1] * 8)
+    draft = interim_draft(vad, pause_stable_s=0.032)
+    side = UserSide(draft, vad_analyzer=vad)
+    frames, at_pause = interim_stream(draft, "Book it for Thursday.")
+    await side.run(*frames)
+    seen = side.recorder.seen
+    assert at_pause == ["book it for tuesday"]
+    assert drafted_texts(seen) == ["book it for tuesday", "Book it for Thursday."]
+    withdrawn = index_of(seen, EagerEndOfTurnCancelFrame)
+    assert withdrawn is not None and withdrawn < index_of(seen, UserStoppedSpeakingFrame)
+    assert draft.outcomes == ["reused"]  # the redraft, on the final's words, answered
+    assert side.user_messages() == ["Book it for Thursday."]
+    [note] = [f for f in seen if isinstance(f, TTFAAnnotationFrame) and "drafts" in f.fields]
+    assert note.fields["drafts_interim"] == 1 and note.fields["drafts_interim_differed"] == 1
+
+
+async def test_without_pause_stable_the_same_stream_waits_for_the_final():
+    vad = tap([0.9] * 10 + [0.1] * 8)
+    draft = interim_draft(vad)
+    side = UserSide(draft, vad_analyzer=vad)
+    frames, at_pause = interim_stream(draft, "Book it for Tuesday.")
+    await side.run(*frames)
+    assert at_pause == [None]  # one update of the last words: not in hand
+    assert drafted_texts(side.recorder.seen) == ["Book it for Tuesday."]
+    [note] = [
+        f for f in side.recorder.seen if isinstance(f, TTFAAnnotationFrame) and "drafts" in f.fields
+    ]
+    assert "drafts_interim" not in note.fields
+
+
+def test_pause_stable_settings_are_checked():
+    vad = tap([])
+    with pytest.raises(ValueError, match="pause_stable_s"):
+        DraftAndHoldUserTurnStopStrategy(analyzer_strategy(), pause_stable_s=0.032)
+    with pytest.raises(ValueError, match="pause_stable_s"):
+        interim_draft(vad, pause_stable_s=0.2)  # the VAD's stop_secs: never inside a pause
+    with pytest.raises(ValueError, match="pause_stable_s"):
+        interim_draft(vad, pause_stable_s=0)

@@ -310,3 +310,124 @@ def test_every_short_sequence_of_events_keeps_the_invariants():
 @given(st.lists(st.sampled_from(sorted(EVENTS)), max_size=40), st.integers(1, 3))
 def test_long_random_sequences_keep_the_invariants(names, max_drafts):
     check_sequence(names, max_drafts)
+
+
+# -- silence as the second update (pause_stable_s) ------------------------------------------
+
+
+def test_without_pause_stable_the_interim_at_a_pause_is_never_in_hand():
+    """Off (the default): today's rule exactly, however long the silence."""
+    core = DraftHold()
+    core.interim_transcript("book it for tuesday")
+    assert core.caller_silence(0.032) == [] and core.caller_silence(0.19) == []
+    assert core.words_in_hand() is None and not core.interim_in_hand()
+    assert core.caller_paused() == []
+    settled = core.inner_confirmed()[0]
+    assert settled.interim_drafts is None and "drafts_interim" not in settled.fields()
+
+
+def test_a_silent_pause_with_no_new_interim_drafts_the_latest_interim():
+    core = DraftHold(pause_stable_s=0.032)
+    core.final_transcript("Hi.")
+    core.interim_transcript("book it for tuesday")  # while speaking: one update only
+    assert core.words_in_hand() is None
+    assert core.caller_silence(0.032) == []  # not paused yet: the pause decides below
+    assert core.words_in_hand() == "Hi. book it for tuesday"
+    assert core.caller_paused() == [StartDraft("Hi. book it for tuesday")]
+    # The final says the same words under the normaliser: the draft stands and is released.
+    assert core.final_transcript("Book it for Tuesday.") == []
+    assert core.inner_confirmed() == [
+        Settled("reused", 1, 0, 1, 0, interim_drafts=1, interim_differed=0),
+        Confirm(True, True),
+    ]
+
+
+def test_a_silence_shorter_than_pause_stable_leaves_the_interim_out_of_hand():
+    core = DraftHold(pause_stable_s=0.064)
+    core.interim_transcript("book it for tuesday")
+    core.caller_silence(0.032)
+    assert core.caller_paused() == []  # the early draft's pause came first: nothing in hand
+    assert core.caller_silence(0.064) == [StartDraft("book it for tuesday")]
+
+
+def test_an_interim_arriving_in_the_silence_starts_the_count_again():
+    core = DraftHold(pause_stable_s=0.032)
+    core.interim_transcript("book it for")
+    core.caller_silence(0.032)
+    core.interim_transcript("book it for tuesday")  # the STT still moves: not in hand
+    assert core.caller_paused() == []
+    assert not core.interim_in_hand()
+    assert core.caller_silence(0.064) == [StartDraft("book it for tuesday")]  # 32 ms after it
+
+
+def test_speech_again_withdraws_the_interim_draft_as_today():
+    core = DraftHold(pause_stable_s=0.032)
+    core.interim_transcript("I want")
+    core.caller_silence(0.032)
+    assert core.caller_paused() == [StartDraft("I want")]
+    assert core.caller_silence(0.0) == []
+    assert core.caller_resumed() == [Withdraw("the caller is speaking again")]
+    # The next pause counts its own silence: 32 ms of it with no new interim.
+    core.interim_transcript("I want to book it")
+    assert core.caller_silence(0.032) == []
+    assert core.caller_paused() == [StartDraft("I want to book it")]
+    assert core.final_transcript("I want to book it.") == []
+    settled = core.inner_confirmed()[0]
+    assert settled.outcome == "reused"
+    assert (settled.drafts, settled.drafts_discarded, settled.interim_drafts) == (2, 1, 2)
+    assert settled.interim_differed == 0  # withdrawn for speech, not for a differing final
+
+
+def test_a_final_that_differs_withdraws_the_interim_draft_and_redrafts_on_the_final():
+    core = DraftHold(pause_stable_s=0.032)
+    core.interim_transcript("book it for tuesday")
+    core.caller_silence(0.032)
+    assert core.caller_paused() == [StartDraft("book it for tuesday")]
+    assert core.final_transcript("Book it for Thursday.") == [
+        Withdraw("the final transcript moved on"),
+        StartDraft("Book it for Thursday."),
+    ]
+    assert core.held == "Book it for Thursday."
+    assert core.inner_confirmed() == [
+        Settled("reused", 2, 1, 2, 0, interim_drafts=1, interim_differed=1),
+        Confirm(True, True),
+    ]
+
+
+def test_the_interim_is_never_in_hand_for_the_vads_stop_or_the_confirmation():
+    """The stop drafts what it drafts today (the finals); confirmation releases only a draft
+    the final transcript says."""
+    core = DraftHold(pause_stable_s=0.032, max_drafts=1)
+    core.final_transcript("Hi.")
+    core.interim_transcript("book it")
+    core.caller_silence(0.1)
+    assert core.caller_silent() == [StartDraft("Hi.")]  # the VAD's stop: no interim words
+    core.turn_stopped()
+    core.turn_started()
+    core.interim_transcript("book it for tuesday")
+    core.caller_silence(0.032)
+    assert core.caller_paused() == [StartDraft("book it for tuesday")]
+    # Confirmed before any final: nothing says the drafted words, so nothing is released.
+    settled, confirm = core.inner_confirmed()
+    assert confirm == Confirm(True, False) and settled.outcome == "discarded"
+    assert settled.interim_differed == 1
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, True, "0.032"])
+def test_a_bad_pause_stable_is_refused(bad):
+    with pytest.raises(ValueError, match="pause_stable_s"):
+        DraftHold(pause_stable_s=bad)
+
+
+@given(
+    st.lists(st.sampled_from(sorted(EVENTS)), max_size=30),
+    st.lists(st.sampled_from([0.0, 0.032, 0.064, 0.128]), min_size=30, max_size=30),
+)
+def test_with_the_option_off_silence_changes_no_decision(names, silences):
+    """pause_stable_s=None: feeding the silence frame by frame leaves every decision as today."""
+    today, fed = DraftHold(), DraftHold()
+    for name, silence in zip(names, silences, strict=False):
+        assert fed.caller_silence(silence) == []
+        assert EVENTS[name](fed) == EVENTS[name](today), names
+        assert fed.held == today.held
+    assert fed.outcomes == today.outcomes
