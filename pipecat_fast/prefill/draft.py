@@ -176,7 +176,9 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
         pause_stable_s: An experiment, off (``None``) by default: after this much silence
             (s) with no new interim, the latest interim's words are in hand for the early
             draft (silence as the second update; never for confirmation or the context). Needs
-            ``pauses`` and ``early_silence_s``; under the VAD's ``stop_secs``.
+            ``pauses`` and ``early_silence_s``; under the VAD's ``stop_secs``. A draft on the
+            interim never takes the turn's last draft (kept for the final's words), so it
+            needs ``max_drafts_per_turn`` >= 2.
         load: The engine's load (:class:`~pipecat_fast.load.EngineLoad`, e.g.
             ``EngineLoad.shared(url)``, the same object the prefill yields to): while it says
             a draft would queue with other callers' turns, the turn runs the normal request.
@@ -223,6 +225,11 @@ class DraftAndHoldUserTurnStopStrategy(WrappingUserTurnStopStrategy):
             )
         _check_pauses(pauses, early_silence_s)
         _check_pause_stable(pauses, early_silence_s, pause_stable_s)
+        if pause_stable_s is not None and max_drafts_per_turn == 1:
+            raise ValueError(
+                "pause_stable_s needs max_drafts_per_turn >= 2: a draft on the interim never "
+                "takes the turn's last draft (it is kept for the final's words)"
+            )
         policy = match_policy or TranscriptMatch()
         core = DraftHold(
             match=policy.matches,

@@ -16,6 +16,16 @@ The rules:
   finals with no interim after them, or stable words that cover the latest interim. Otherwise
   the final's arrival during the pause starts the draft. The caller speaking again
   (:meth:`DraftHold.caller_resumed`, the next speech frame) withdraws it.
+- **Silence as the second update** (``pause_stable_s``, off by default): once the caller has
+  been silent that long (:meth:`DraftHold.caller_silence`, the VAD's silence so far) and no
+  interim has arrived in that silence, the latest interim's words are in hand *for the early
+  draft only* — the bet that the last interim at a pause is what the final will say. The final
+  is compared with the drafted words as any final is: one that differs withdraws the draft and
+  redrafts on the final — an interim draft never takes the turn's last draft, so that one is
+  always left for the final's words (with a budget of one draft the interim is never drafted).
+  Confirmation and the context are untouched: they only ever see the final transcript. Counted
+  per turn: drafts on the interim, and those the final then contradicted (the bet lost: their
+  prompt, decoded tokens and TTS characters).
 - **Withdraw** a held draft when the caller speaks again, when a final transcript arrives that no
   longer says the drafted words, when the wrapped strategy wants inference for words that differ,
   when a new turn starts, or when the turn ends without the wrapped strategy confirming it (the
@@ -148,7 +158,8 @@ class DraftHold:
             drafts never yield.
         pause_stable_s: Silence (s) after which the latest interim's words count as in hand
             for an early draft, when no interim arrived in that silence (silence as the second
-            update); ``None`` (the default): only finals and stable words are in hand.
+            update; never the turn's last draft); ``None`` (the default): only finals and
+            stable words are in hand.
 
     Attributes:
         outcomes: Per confirmed turn: ``"none"``, ``"reused"`` or ``"discarded"``.
@@ -382,6 +393,8 @@ class DraftHold:
         text, on_interim = self._in_hand() if early else (self.caller_text, False)
         if not text:
             return []
+        if on_interim and turn.drafts + 1 >= self.max_drafts:
+            return []  # the bet never takes the last draft: the final's words may need it
         if self._engine_busy is not None and self._engine_busy():
             turn.yielded += 1
             return []

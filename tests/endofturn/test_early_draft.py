@@ -383,3 +383,5 @@ def test_pause_stable_settings_are_checked():
         interim_draft(vad, pause_stable_s=0.2)  # the VAD's stop_secs: never inside a pause
     with pytest.raises(ValueError, match="pause_stable_s"):
         interim_draft(vad, pause_stable_s=0)
+    with pytest.raises(ValueError, match="max_drafts_per_turn"):
+        interim_draft(vad, pause_stable_s=0.032, max_drafts_per_turn=1)

@@ -361,7 +361,7 @@ def test_an_interim_arriving_in_the_silence_starts_the_count_again():
 
 
 def test_speech_again_withdraws_the_interim_draft_as_today():
-    core = DraftHold(pause_stable_s=0.032)
+    core = DraftHold(pause_stable_s=0.032, max_drafts=3)
     core.interim_transcript("I want")
     core.caller_silence(0.032)
     assert core.caller_paused() == [StartDraft("I want")]
@@ -370,12 +370,31 @@ def test_speech_again_withdraws_the_interim_draft_as_today():
     # The next pause counts its own silence: 32 ms of it with no new interim.
     core.interim_transcript("I want to book it")
     assert core.caller_silence(0.032) == []
+    assert core.words_in_hand() == "I want to book it"
     assert core.caller_paused() == [StartDraft("I want to book it")]
     assert core.final_transcript("I want to book it.") == []
     settled = core.inner_confirmed()[0]
     assert settled.outcome == "reused"
     assert (settled.drafts, settled.drafts_discarded, settled.interim_drafts) == (2, 1, 2)
     assert settled.interim_differed == 0  # withdrawn for speech, not for a differing final
+
+
+def test_the_interim_bet_never_takes_the_turns_last_draft():
+    """Two micro-pauses must not spend the whole budget on the interim: the last draft is
+    the final's (else a differing final could not be redrafted and the turn waits)."""
+    core = DraftHold(pause_stable_s=0.032, max_drafts=2)
+    core.interim_transcript("I want")
+    core.caller_silence(0.032)
+    assert core.caller_paused() == [StartDraft("I want")]
+    core.caller_silence(0.0)
+    assert core.caller_resumed() == [Withdraw("the caller is speaking again")]
+    core.interim_transcript("I want to book it")
+    core.caller_silence(0.032)
+    assert core.caller_paused() == []  # one draft left: not for the interim
+    assert core.caller_silence(0.064) == []
+    assert core.final_transcript("I want to book it.") == [StartDraft("I want to book it.")]
+    settled = core.inner_confirmed()[0]
+    assert (settled.outcome, settled.drafts, settled.interim_drafts) == ("reused", 2, 1)
 
 
 def test_a_final_that_differs_withdraws_the_interim_draft_and_redrafts_on_the_final():
@@ -397,7 +416,7 @@ def test_a_final_that_differs_withdraws_the_interim_draft_and_redrafts_on_the_fi
 def test_the_interim_is_never_in_hand_for_the_vads_stop_or_the_confirmation():
     """The stop drafts what it drafts today (the finals); confirmation releases only a draft
     the final transcript says."""
-    core = DraftHold(pause_stable_s=0.032, max_drafts=1)
+    core = DraftHold(pause_stable_s=0.032, max_drafts=2)
     core.final_transcript("Hi.")
     core.interim_transcript("book it")
     core.caller_silence(0.1)
