@@ -33,6 +33,27 @@ def test_text_that_opens_like_a_prompt_is_linted_whatever_call_takes_it():
     assert "Found by its text alone" in f.message and f.extra["confidence"] == "low"
 
 
+def test_a_value_judged_by_its_name_in_text_found_by_its_text_is_only_a_note():
+    # Two guesses stacked: the prompt found by its text, the value's volatility by its name.
+    code = f"""
+    def start(agent, caller_phone):
+        agent.configure(f"{HEAD} The caller's number is {{caller_phone}}. {BODY}")
+    """
+    findings = lint(code)
+    assert not flagged(findings)
+    (note,) = [f for f in findings if f.rule == "CB103"]
+    assert note.severity is Severity.INFO and note.extra["confidence"] == "low"
+
+
+def test_the_same_value_in_view_of_a_known_sink_is_still_flagged():
+    code = f"""
+    def start(caller_phone):
+        return Agent(instructions=f"{HEAD} The caller's number is {{caller_phone}}. {BODY}")
+    """
+    (f,) = flagged(lint(code), "CB103")
+    assert f.severity >= Severity.WARNING
+
+
 def test_the_fallback_is_silent_for_text_a_known_sink_already_takes():
     code = f"""
     from datetime import datetime
