@@ -503,6 +503,8 @@ def load_table(report: dict[str, Any]):
         "spec share",
         "yielded",
         "cancelled d/c",
+        "first-turn prefill (not sent by)",
+        "prefill decisions",
         "engine busy",
         "bench CPU",
     ):
@@ -533,10 +535,30 @@ def load_table(report: dict[str, Any]):
                 yielded,
                 f"{f.get('prefills_cancelled_dispatched', 0)}/"
                 f"{f.get('prefills_cancelled_contended', 0)}",
+                first_turn_text(f.get("first_turn_prefill")),
+                counts_text(f.get("prefill_decisions")),
                 r(f.get("engine_busy")),
                 r(f.get("bench_cpu")),
             )
     return table
+
+
+def counts_text(counts: dict[str, int] | None) -> str:
+    """``{"busy": 2, "sent": 5}`` as ``"sent 5, busy 2"`` (``sent`` first, then by count)."""
+    if not counts:
+        return "-"
+    items = sorted(counts.items(), key=lambda kv: (kv[0] != "sent", -kv[1], kv[0]))
+    return ", ".join(f"{k} {v}" for k, v in items)
+
+
+def first_turn_text(first: dict[str, Any] | None) -> str:
+    """The first-turn prefill column: ``"2 of 6 (cannot_finish 3, busy 1)"``."""
+    if not first:
+        return "-"
+    text = f"{first['sent']} of {first['turns']}"
+    if first.get("not_sent_by"):
+        text += f" ({counts_text(first['not_sent_by'])})"
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

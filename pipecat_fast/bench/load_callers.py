@@ -37,7 +37,14 @@ from pipecat.utils.types import NOT_GIVEN
 from pipecat_fast._pipecat import llm_client
 from pipecat_fast.bench.calls import tools_schema
 from pipecat_fast.bench.pipeline import BenchCall, Endpoints
-from pipecat_fast.load import CancelReason, CancelVerdict, EngineLoad, Kind, YieldConfig
+from pipecat_fast.load import (
+    CancelReason,
+    CancelVerdict,
+    EngineLoad,
+    Kind,
+    YieldConfig,
+    reuses_unfinished,
+)
 from pipecat_fast.prefill import DraftHold, OpenAIPrefill, PrefillConfig, PrefillPlanner
 from pipecat_fast.prefill.draft_core import Settled, StartDraft, Withdraw
 from pipecat_fast.prefill.processor import caller_turns, provider_speed
@@ -83,6 +90,9 @@ class BackgroundTurn:
     drafts_discarded: int = 0
     prefills_cancelled: dict[str, int] = field(default_factory=dict)
     """Prefills cancelled in flight, by reason (``dispatched``, ``contended``)."""
+    accounting: dict[str, Any] = field(default_factory=dict)
+    """The levers' own per-turn accounting, as a pipeline's TTFA record carries it
+    (``TurnAccount.to_dict()`` and ``Settled.fields()``: every decision with its reason)."""
 
 
 @dataclass
@@ -290,6 +300,10 @@ class BackgroundCaller:
                 drafts_yielded=settled.drafts_yielded if settled else 0,
                 drafts_discarded=settled.drafts_discarded if settled else 0,
                 prefills_cancelled=dict(account.cancelled),
+                accounting={
+                    **(account.to_dict() if self.behaviour.prefill else {}),
+                    **(settled.fields() if settled else {}),
+                },
             )
         )
         # The caller hears the reply, then speaks again after a short gap.
@@ -308,8 +322,20 @@ class BackgroundCaller:
         if self.load is None:
             return None
 
-        def engine_busy(work_tokens: int | None = None) -> str | None:
-            verdict = self.load.verdict(kind, self.yield_config, work_tokens=work_tokens)
+        def engine_busy(
+            work_tokens: int | None = None,
+            idle_s: float | None = None,
+            time_left_s: float | None = None,
+        ):
+            verdict = self.load.verdict(
+                kind,
+                self.yield_config,
+                work_tokens=work_tokens,
+                idle_s=idle_s,
+                time_left_s=time_left_s,
+            )
+            if kind is Kind.PREFILL:
+                return verdict  # the planner keeps its reason and detail
             return None if verdict.allow else str(verdict.reason)
 
         return engine_busy
@@ -327,6 +353,7 @@ class BackgroundCaller:
             engine_busy=self._busy(Kind.PREFILL),
             load_now=self._load_now(),
             queue_s=self.load.queue_now() if self.load is not None else None,
+            cancels_unfinished=self._cancels_unfinished(),
         )
         if decision is None:
             self._cancel_reason = None
@@ -349,18 +376,28 @@ class BackgroundCaller:
             self._cancel_reason = verdict.reason
             task.cancel()
 
+    def _reuse_fact(self) -> bool | None:
+        provider = getattr(self.backend, "provider", None)
+        try:
+            return cache_facts(provider).reuses_unfinished if provider else None
+        except ValueError:
+            return None
+
+    def _cancels_unfinished(self) -> bool:
+        """As the pipeline's prefill: will a prefill unfinished at the real request be cancelled?"""
+        config = self.yield_config
+        if self.load is None or not (config.enabled and config.cancel_on_dispatch):
+            return False
+        measured = self.planner.speed.reuses_unfinished
+        return reuses_unfinished(measured, self._reuse_fact(), self.load.engine_source) is False
+
     async def _dispatched(self) -> None:
         """The turn's request leaves: cancel the prefill where the engine will not read it."""
         task = self._prefill_task
         if self.load is None or task is None or task.done():
             return
-        provider = getattr(self.backend, "provider", None)
-        try:
-            fact = cache_facts(provider).reuses_unfinished if provider else None
-        except ValueError:
-            fact = None
         verdict = self.load.dispatched(
-            self._prefill_handle, self.planner.speed.reuses_unfinished, fact
+            self._prefill_handle, self.planner.speed.reuses_unfinished, self._reuse_fact()
         )
         if verdict:
             self._cancel_reason = verdict.reason

@@ -126,6 +126,12 @@ def summarize_load(
                     + int(sum((b.get("prefills_cancelled") or {}).get(why, 0) for b in bg))
                     for why in ("dispatched", "contended")
                 },
+                **reasons([*mine, *(b.get("accounting") or {} for b in bg)]),
+                "first_turn_prefill": first_turn_prefill(
+                    [*(t for t in mine if t.get("turn") == 0), *_first_bg(bg)]
+                )
+                if config != BASELINE
+                else None,
                 "engine_busy": _mean(e.get("engine_busy") for e in eps),
                 "waiting_mean": _mean(e.get("waiting_mean") for e in eps),
                 "bench_cpu": _mean(e.get("bench_cpu") for e in eps),
@@ -135,6 +141,103 @@ def summarize_load(
             }
             table[config][str(k)] = figures
     return table
+
+
+def _first_bg(bg: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b.get("accounting") or {} for b in bg if b.get("turn") == 0]
+
+
+def _by_prefix(rows: Iterable[dict[str, Any]], prefix: str) -> dict[str, int]:
+    """Counts of the flat ``<prefix><reason>`` keys over ``rows``, by reason."""
+    out: dict[str, int] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key.startswith(prefix) and isinstance(value, int | float):
+                reason = key[len(prefix) :]
+                out[reason] = out.get(reason, 0) + int(value)
+    return dict(sorted(out.items()))
+
+
+def reasons(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Every speculative decision of a group of turns, counted by its reason.
+
+    Args:
+        rows: Turn accounting: a pipeline's TTFA rows, or a background turn's ``accounting``
+            (the same keys: ``prefill_decisions``, ``prefill_yielded_<rule>``,
+            ``prefill_skipped_<rule>``, ``prefill_cancelled_<rule>``,
+            ``drafts_yielded_<rule>``, ``drafts_over_budget``).
+
+    Returns:
+        ``prefill_decisions``: the judged prefill decisions by outcome and reason (``sent``,
+        ``cannot_finish``, ``busy``...); ``prefill_yielded_by``, ``prefill_skipped_by``
+        (the planner's rules, the cheap per-update ones included), ``prefill_cancelled_by``,
+        ``drafts_yielded_by``: counts by rule; ``drafts_over_budget``.
+    """
+    decisions: dict[str, int] = {}
+    for row in rows:
+        for d in row.get("prefill_decisions") or ():
+            label = str(d.get("reason"))
+            decisions[label] = decisions.get(label, 0) + 1
+    skipped = _by_prefix(rows, "prefill_skipped_")
+    return {
+        "prefill_decisions": dict(sorted(decisions.items())),
+        "prefill_yielded_by": _by_prefix(rows, "prefill_yielded_"),
+        "prefill_skipped_by": skipped,
+        "prefill_cancelled_by": _by_prefix(rows, "prefill_cancelled_"),
+        "drafts_yielded_by": _by_prefix(rows, "drafts_yielded_"),
+        "drafts_over_budget": _sum(rows, "drafts_over_budget"),
+    }
+
+
+CHEAP_SKIPS = ("in_flight", "too_few_new_words")
+"""Planner skips that only pace prefills (one in flight, too few words): never a refusal."""
+
+
+def turn_prefill_verdict(row: dict[str, Any]) -> list[str]:
+    """Why one turn had no prefill: ``["sent"]`` if it had one, else the rules that refused it.
+
+    The reasons of its judged decisions (``cannot_finish``, a load rule, ``below_minimum``...),
+    each once; with none judged, the planner's other skips (``silence``, ``backing_off``,
+    ``turn_ended``...); ``["not_judged"]`` when nothing says (no stable words came).
+    """
+    if int(row.get("prefill_requests") or 0) > 0:
+        return ["sent"]
+    judged = sorted(
+        {str(d.get("reason")) for d in row.get("prefill_decisions") or () if d.get("reason")}
+    )
+    if judged:
+        return judged
+    others = sorted(
+        reason
+        for reason, n in _by_prefix([row], "prefill_skipped_").items()
+        if n and reason not in CHEAP_SKIPS
+    )
+    return others or ["not_judged"]
+
+
+def first_turn_prefill(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The calls' cold first turns: how many got a prefill, and what refused the others.
+
+    Returns:
+        ``{"turns", "sent", "cancelled", "not_sent_by": {rule: turns}}`` (a turn refused by two
+        rules counts under both; ``cancelled``: sent but cancelled in flight).
+    """
+    not_sent: dict[str, int] = {}
+    sent = cancelled = 0
+    for row in rows:
+        verdict = turn_prefill_verdict(row)
+        if verdict == ["sent"]:
+            sent += 1
+            cancelled += int(int(row.get("prefill_cancelled") or 0) > 0)
+            continue
+        for reason in verdict:
+            not_sent[reason] = not_sent.get(reason, 0) + 1
+    return {
+        "turns": len(rows),
+        "sent": sent,
+        "cancelled": cancelled,
+        "not_sent_by": dict(sorted(not_sent.items())),
+    }
 
 
 def goals(table: dict[str, dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pipecat_fast.load.core import (
     decide,
     requests_on_engine,
     reuses_unfinished,
+    shared_prefill_s,
 )
 from pipecat_fast.load.probe import EngineLoad, parse_metrics, parse_slots
 
@@ -24,6 +25,7 @@ __all__ = [
     "cancel_on_dispatch",
     "CancelReason",
     "CancelVerdict",
+    "shared_prefill_s",
     "ComputeRate",
     "contended",
     "decide",

@@ -13,10 +13,12 @@ process's own requests (:class:`QueueEstimator`), and back off as the load rises
   other callers' real turns, or take the slot one of them is waiting for;
 - ``busy``: the engine runs at least ``prefill_busy`` (prefills) or ``draft_busy`` (drafts) of
   its slots, counting the speculative requests this process sent since the reading; and a
-  *cold* prefill (``cold_tokens`` or more to compute) goes only while nothing else runs: the
-  engine's compute is shared by the requests it runs at once (continuous batching), so a big
-  prefill slows every other caller's turn, and one that cannot finish before its own turn ends
-  is computed again by the real request;
+  *cold* prefill (``cold_tokens`` or more to compute) beside other requests goes only if it
+  still finishes before its real request sharing the engine with them
+  (:func:`shared_prefill_s`; it moves compute the real request would do, and what can cost
+  others is the part lost when it does not finish), and only while nothing else runs when its
+  time is not known: the engine's compute is shared by the requests it runs at once
+  (continuous batching);
 - ``slow``: this process's own requests measured queueing longer than ``max_queue_s`` (the only
   signal where the engine reports nothing, e.g. a hosted API);
 - ``stale`` / ``down``: the engine has not answered the load probe for ``stale_s`` (a long batch
@@ -212,6 +214,8 @@ def decide(
     config: YieldConfig | None = None,
     *,
     work_tokens: int | None = None,
+    idle_s: float | None = None,
+    time_left_s: float | None = None,
 ) -> Verdict:
     """Whether a speculative request of ``kind`` may go now.
 
@@ -225,6 +229,10 @@ def decide(
         config: The thresholds; the defaults when ``None``.
         work_tokens: Prompt tokens the request would have the engine compute (a prefill's
             uncached tokens, estimated), when known.
+        idle_s: How long a prefill of ``work_tokens`` takes the engine alone (its idle speed
+            plus the queueing measured now), when known.
+        time_left_s: Until the session's real request is likely to leave (s), when known.
+            With ``idle_s``, a cold prefill may share the engine (:func:`shared_prefill_s`).
 
     Returns:
         The verdict; its ``reason`` says which rule decided.
@@ -234,7 +242,7 @@ def decide(
     if not config.enabled:
         return Verdict(True, Reason.OFF)
     if probe is not None:
-        verdict = _from_probe(kind, probe, now, config, work_tokens)
+        verdict = _from_probe(kind, probe, now, config, work_tokens, idle_s, time_left_s)
         if verdict is not None:
             return verdict
     if queue_s is not None and queue_s > config.max_queue_s:
@@ -250,7 +258,13 @@ def decide(
 
 
 def _from_probe(
-    kind: Kind, probe: ProbeState, now: float, config: YieldConfig, work_tokens: int | None
+    kind: Kind,
+    probe: ProbeState,
+    now: float,
+    config: YieldConfig,
+    work_tokens: int | None,
+    idle_s: float | None = None,
+    time_left_s: float | None = None,
 ) -> Verdict | None:
     if probe.failing:
         return Verdict(False, Reason.DOWN, "the engine's load probe is failing")
@@ -280,15 +294,26 @@ def _from_probe(
                 Reason.BUSY,
                 f"{projected} of {capacity} slots running ({kind.value}s stop at {share:.0%})",
             )
+    cold = kind is Kind.PREFILL and work_tokens is not None and work_tokens >= config.cold_tokens
+    timed = cold and idle_s is not None and time_left_s is not None
     pending = max(0, probe.prefill_tokens_in_flight)
-    if kind is Kind.PREFILL and pending >= config.cold_tokens:
+    if kind is Kind.PREFILL and pending >= config.cold_tokens and not timed:
         return Verdict(
             False,
             Reason.BUSY,
             f"prefills in flight still have ~{pending} tokens to compute",
         )
-    cold = kind is Kind.PREFILL and work_tokens is not None and work_tokens >= config.cold_tokens
-    if cold and projected >= 1:
+    if timed:
+        assert idle_s is not None and time_left_s is not None
+        shared = shared_prefill_s(idle_s, projected)
+        if shared > time_left_s:
+            return Verdict(
+                False,
+                Reason.BUSY,
+                f"a cold prefill of ~{work_tokens} tokens sharing the engine with {projected} "
+                f"requests would take ~{shared:.2f} s, the caller is done in ~{time_left_s:.2f} s",
+            )
+    elif cold and projected >= 1:
         return Verdict(
             False,
             Reason.BUSY,
@@ -296,6 +321,30 @@ def _from_probe(
             "running requests",
         )
     return None
+
+
+def shared_prefill_s(idle_s: float, sharing: int) -> float:
+    """How long a cold prefill takes sharing the engine: it may go if that is within time left.
+
+    A cold prefill of the turn's prefix (system prompt, tools, history: what the real request
+    will send whatever the caller says) does not add compute, it moves it earlier: the real
+    request would compute the same tokens a moment later. What it can cost others is work
+    wasted or done twice, and that happens when it is still computing as the real request
+    leaves (an engine that cannot read an unfinished prefill computes the prompt again; the
+    ``dispatched`` rule then cancels it and what it computed is lost). So it may go while
+    other requests run, if it finishes in time *sharing* the engine with them: the engine's
+    compute is split between the requests it runs at once (continuous batching), and every
+    request on it counts as one with as much prefill left as this one (their work is unknown:
+    the cautious side), so it takes ``idle_s × (1 + sharing)``.
+
+    Args:
+        idle_s: The prefill's time alone on the engine (s).
+        sharing: Other requests on the engine (running, and sent since the reading).
+
+    Returns:
+        Its estimated time sharing the engine (s).
+    """
+    return max(0.0, idle_s) * (1 + max(0, sharing))
 
 
 def requests_on_engine(
@@ -404,12 +453,17 @@ class InFlightPrefill:
             ``None``.
         dispatched: The session's own real request has left since (the prefill now serves it,
             or :func:`cancel_on_dispatch` already decided).
+        others_at_send: Other callers' requests on the engine (running or waiting) when it
+            left: a cold prefill admitted alongside them was judged to finish sharing the
+            engine with them (:func:`shared_prefill_s`), so only requests beyond these
+            contend with it (:func:`contended`).
     """
 
     sent_at_s: float
     work_tokens: int | None = None
     tokens_per_s: float | None = None
     dispatched: bool = False
+    others_at_send: int = 0
 
     def remaining(self, now: float) -> int | None:
         """Tokens it still has to compute at ``now``: all of them without a measured rate."""
@@ -502,8 +556,9 @@ def contended(
         config: The thresholds.
 
     Returns:
-        ``contended`` when the reading (taken after the prefill left) shows another request
-        running or waiting and the prefill still has ``cold_tokens`` or more to compute;
+        ``contended`` when the reading (taken after the prefill left) shows more other
+        requests running or waiting than when it left (``others_at_send``) and the prefill
+        still has ``cold_tokens`` or more to compute;
         otherwise keep it (a prefill about to finish costs little more, and cancelling it
         throws away what it computed).
     """
@@ -514,7 +569,7 @@ def contended(
         return KEEP
     others = max(0, (reading.running or 0) - max(0, prefills_running))
     waiting = max(0, reading.waiting or 0)
-    if others + waiting == 0:
+    if others + waiting <= max(0, prefill.others_at_send):
         return KEEP
     left = prefill.remaining(now)
     if left is None or left < config.cold_tokens:

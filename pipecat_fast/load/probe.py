@@ -297,6 +297,8 @@ class EngineLoad:
         config: YieldConfig | None = None,
         *,
         work_tokens: int | None = None,
+        idle_s: float | None = None,
+        time_left_s: float | None = None,
     ) -> Verdict:
         """May a speculative request of ``kind`` go now (:func:`~pipecat_fast.load.decide`).
 
@@ -304,10 +306,19 @@ class EngineLoad:
             kind: ``"prefill"`` or ``"draft"``.
             config: The thresholds.
             work_tokens: Prompt tokens the request would have the engine compute, if known.
+            idle_s: A prefill's time alone on the engine (s), if known.
+            time_left_s: Until the session's real request is likely to leave (s), if known.
         """
         now = self.clock()
         verdict = decide(
-            kind, self.state(now), self.queue.queue_s(now), now, config, work_tokens=work_tokens
+            kind,
+            self.state(now),
+            self.queue.queue_s(now),
+            now,
+            config,
+            work_tokens=work_tokens,
+            idle_s=idle_s,
+            time_left_s=time_left_s,
         )
         self.verdicts[(str(Kind(kind)), str(verdict.reason))] += 1
         if verdict.reason not in ALLOWING:
@@ -337,13 +348,23 @@ class EngineLoad:
         """
         handle = next(self._ids)
         kind = Kind(kind)
+        now = self.clock()
         self._in_flight[handle] = _Flight(
             kind,
-            InFlightPrefill(self.clock(), work_tokens),
+            InFlightPrefill(now, work_tokens, others_at_send=self._others_now(now, config)),
             on_cancel if kind is Kind.PREFILL else None,
             config,
         )
         return handle
+
+    def _others_now(self, now: float, config: YieldConfig | None) -> int:
+        """Requests on the engine now besides this process's speculative prefills (0 unknown)."""
+        state = self.state(now)
+        total = requests_on_engine(state, now, config)
+        if state is None or total is None or state.reading is None:
+            return 0
+        ours = sum(1 for f in self._in_flight.values() if f.kind is Kind.PREFILL)
+        return max(0, total - ours)
 
     def done(self, handle: int) -> None:
         """The speculative request ``handle`` ended (answered, failed or cancelled)."""

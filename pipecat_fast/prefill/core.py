@@ -37,8 +37,10 @@ Then the rules that need the prompt's size (tokens, as the provider counts them)
   (:class:`ProviderSpeed`, from its own time to first token against uncached tokens, learnt
   from requests sent while the load probe saw the engine idle, else a low quantile of all),
   plus the queueing measured now; the load now is otherwise the yield rules' to judge. The
-  caller's likely turn length from this session's turns. A provider seen to make a real request
-  reuse an unfinished prefill (a serial engine) is exempt.
+  caller's likely turn length from this session's turns (before it has one, the process's
+  earlier first turns): the median, or a long turn (``idle_turn_quantile``) when losing costs
+  no one — the engine idle and an unfinished prefill cancelled at the real request. A provider
+  seen to make a real request reuse an unfinished prefill (a serial engine) is exempt.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from statistics import median
+from typing import Any
 
 
 class Skip(StrEnum):
@@ -97,6 +99,11 @@ class PrefillConfig:
             window plus turn detection; s).
         uncached_alarm: Stop sending prefills of a size after this many in a row from which
             the provider cached nothing although it had just been sent their prefix.
+        idle_turn_quantile: Which turn length ``cannot_finish`` plans for when losing costs
+            no one: the engine idle (``load_now == 0``) and an unfinished prefill cancelled
+            at the real request (``PrefillPlanner.decide(..., cancels_unfinished=True)``).
+            Default 0.75, a long turn (the quantile of the turn lengths measured, as
+            :meth:`PrefillPlanner.time_left` reads them); otherwise the median.
     """
 
     first_words: int = 1
@@ -110,6 +117,7 @@ class PrefillConfig:
     expected_turn_s: float = 2.0
     dispatch_s: float = 0.35
     uncached_alarm: int = 2
+    idle_turn_quantile: float = 0.75
 
     def __post_init__(self):
         for name in ("first_words", "min_new_words", "uncached_alarm"):
@@ -120,6 +128,9 @@ class PrefillConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ValueError(f"PrefillConfig.{name} must be None or an integer >= 0")
+        q = self.idle_turn_quantile
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
+            raise ValueError(f"PrefillConfig.idle_turn_quantile must be in [0, 1], got {q!r}")
         for name in ("backoff_s", "max_backoff_s", "expected_turn_s", "dispatch_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value >= 0:
@@ -151,6 +162,10 @@ class TurnAccount:
             while it computed); :class:`pipecat_fast.load.CancelReason`.
         yielded: Prefills held back because the engine was busy, by the load rule that said so
             (``queue``, ``busy``, ``slow``, ``stale``, ``down``; :mod:`pipecat_fast.load`).
+        decisions: The turn's *judged* decisions, in order: every stable update that passed
+            the cheap rules and was sized (:class:`Decision`: sent, skipped by a size rule
+            with its figures, or yielded with the load rule's reason). At most
+            ``DECISIONS_KEPT``; ``decisions_dropped`` counts the rest.
     """
 
     prefills: int = 0
@@ -161,12 +176,24 @@ class TurnAccount:
     prefill_cancelled: int = 0
     cancelled: dict[str, int] = field(default_factory=dict)
     yielded: dict[str, int] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    decisions_dropped: int = 0
+
+    def record(self, decision: Decision) -> None:
+        """Keep one judged decision (bounded: a long turn keeps its first ones)."""
+        if len(self.decisions) < DECISIONS_KEPT:
+            self.decisions.append(decision)
+        else:
+            self.decisions_dropped += 1
 
     def to_dict(self) -> dict[str, object]:
         """JSON form, keys prefixed for the TTFA report.
 
         ``prefill_cancelled`` is the total; ``prefill_cancelled_<reason>`` each reason's count
-        (only the reasons that occurred).
+        (only the reasons that occurred); likewise ``prefill_yielded`` and
+        ``prefill_yielded_<load rule>``, and ``prefill_skipped_<rule>`` for the planner's own
+        rules (:class:`Skip`; ``engine_busy`` is not repeated there, it is the yields).
+        ``prefill_decisions``: the judged decisions (:meth:`Decision.to_dict`).
         """
         fields: dict[str, object] = {
             "prefill_requests": self.prefills,
@@ -178,7 +205,66 @@ class TurnAccount:
         }
         for reason, count in sorted(self.cancelled.items()):
             fields[f"prefill_cancelled_{reason}"] = count
+        for reason, count in sorted(self.yielded.items()):
+            fields[f"prefill_yielded_{reason}"] = count
+        for reason, count in sorted(self.skipped.items()):
+            if reason != Skip.ENGINE_BUSY.value:
+                fields[f"prefill_skipped_{reason}"] = count
+        fields["prefill_decisions"] = [d.to_dict() for d in self.decisions]
+        if self.decisions_dropped:
+            fields["prefill_decisions_dropped"] = self.decisions_dropped
         return fields
+
+
+DECISIONS_KEPT = 8
+"""Judged prefill decisions a turn's account keeps (the first ones; the rest are counted)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One judged prefill decision: what the planner decided for a sized stable update, and why.
+
+    Parameters:
+        at_s: When (s, since the caller started speaking this turn; ``None`` if unknown).
+        words: Stable words of the turn then.
+        outcome: ``"sent"``, ``"skipped"`` (a size rule, :class:`Skip`) or ``"yielded"`` (a
+            load rule, :mod:`pipecat_fast.load`).
+        reason: ``"sent"``, the :class:`Skip` value, or the load rule (``"busy"``...).
+        work_tokens: Prompt tokens the prefill would have the provider compute.
+        estimate_s: The provider's idle time for them (:class:`ProviderSpeed`), plus
+            ``queue_s``; ``None`` before it has measured a cold request.
+        queue_s: Queueing measured now on the sessions' own requests (s), if any.
+        time_left_s: Until the real request is likely to leave (:meth:`PrefillPlanner.time_left`).
+        load_now: Other requests on the engine (``None`` unknown).
+        detail: The rule's own words (the load verdict's detail), if any.
+    """
+
+    at_s: float | None
+    words: int
+    outcome: str
+    reason: str
+    work_tokens: int | None = None
+    estimate_s: float | None = None
+    queue_s: float | None = None
+    time_left_s: float | None = None
+    load_now: int | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form: times rounded to ms; unknown figures left out."""
+        out: dict[str, object] = {"outcome": self.outcome, "reason": self.reason}
+        out["words"] = self.words
+        for name in ("at_s", "estimate_s", "queue_s", "time_left_s"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = round(value, 3)
+        for name in ("work_tokens", "load_now"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.detail:
+            out["detail"] = self.detail
+        return out
 
 
 def low_quantile(values: list[float], q: float) -> float:
@@ -296,17 +382,35 @@ class CallerTurns:
 
     def __init__(self, *, keep: int = 64, min_samples: int = 3):
         self._lengths: deque[float] = deque(maxlen=keep)
+        self._first: deque[float] = deque(maxlen=keep)
         self.min_samples = min_samples
 
-    def add(self, seconds: float) -> None:
-        """One caller turn, ``seconds`` of speech from its first word to its last."""
+    def add(self, seconds: float, *, first: bool = False) -> None:
+        """One caller turn, ``seconds`` of speech from its first word to its last.
+
+        ``first``: the session's first turn (kept apart too: it is the one judged by the
+        pool, and a call's opening turn, the reason for the call, is seldom a later turn's
+        length — the load bench's first turns last ~2.5–3 s, its later ones ~2 s).
+        """
         if seconds > 0:
             self._lengths.append(float(seconds))
+            if first:
+                self._first.append(float(seconds))
 
     @property
     def typical(self) -> float | None:
         """The median turn length, or ``None`` with fewer than ``min_samples`` turns."""
-        return median(self._lengths) if len(self._lengths) >= self.min_samples else None
+        return self.quantile(0.5)
+
+    @property
+    def typical_first(self) -> float | None:
+        """The median first turn, or ``None`` with fewer than ``min_samples`` of them."""
+        return self.quantile(0.5, first=True)
+
+    def quantile(self, q: float, *, first: bool = False) -> float | None:
+        """The ``q`` quantile of the turns (``first``: of the first turns), or ``None``."""
+        lengths = self._first if first else self._lengths
+        return low_quantile(list(lengths), q) if len(lengths) >= self.min_samples else None
 
 
 class PrefillPlanner:
@@ -394,10 +498,11 @@ class PrefillPlanner:
         stable_words: int,
         prompt_tokens: int | None,
         now: float,
-        engine_busy: Callable[[int], str | None] | None = None,
+        engine_busy: Callable[[int, float | None, float | None], Any] | None = None,
         *,
         load_now: int | None = None,
         queue_s: float | None = None,
+        cancels_unfinished: bool = False,
     ) -> Skip | None:
         """Whether a stable update should start a prefill.
 
@@ -408,9 +513,13 @@ class PrefillPlanner:
             now: Current time (s, any monotonic clock).
             engine_busy: Asked last, only when every other rule lets the prefill go, with the
                 prompt tokens the prefill would have the provider compute (beyond what its
-                cache is known to hold): the engine-load rule that holds it back (``"queue"``,
-                ``"busy"``...), or ``None`` when the engine has room. Counted in the turn's
-                ``yielded``.
+                cache is known to hold), the speed rule's estimate of its time alone on the
+                engine and the time left until the real request (s; ``None`` when not
+                judged; :func:`pipecat_fast.load.decide`'s ``idle_s`` and ``time_left_s``):
+                the engine-load rule that holds it back (``"queue"``,
+                ``"busy"``...), or ``None`` when the engine has room; or the load
+                :class:`~pipecat_fast.load.Verdict` itself (its detail is then kept in the
+                turn's decisions). Counted in the turn's ``yielded``.
             load_now: Other requests on the engine now
                 (:func:`pipecat_fast.load.requests_on_engine`; ``None`` unknown): a prefill
                 sent now is tagged with it, so its time counts for the provider's idle speed
@@ -418,18 +527,54 @@ class PrefillPlanner:
             queue_s: Queueing measured now on the sessions' own requests (s), added to the
                 idle speed in the ``cannot_finish`` rule (the load now, from the load side;
                 ``None`` none measured).
+            cancels_unfinished: A prefill still computing when the real request leaves will
+                be cancelled then (the engine is known not to read an unfinished prefill and
+                the ``dispatched`` rule is on, :func:`pipecat_fast.load.cancel_on_dispatch`):
+                with the engine idle (``load_now == 0``) a prefill that does not finish costs
+                no one, so ``cannot_finish`` plans for a long turn (``idle_turn_quantile``).
 
         Returns:
             None to send now (and the planner counts it as in flight), else why not.
         """
         reason = self.blocked(stable_words, now)
-        if reason is None and prompt_tokens is not None:
-            reason = self._size_rule(prompt_tokens, now, queue_s)
+        judged = reason is None and prompt_tokens is not None
+        work = max(0, (prompt_tokens or 0) - self._known_cached)
+        figures: dict[str, float | None] = {}
+        why_detail = ""
+        yielded_to = ""
+        if judged:
+            free = cancels_unfinished and load_now == 0
+            reason, figures = self._size_rule(prompt_tokens, now, queue_s, free)
         if reason is None and engine_busy is not None:
-            why = engine_busy(max(0, (prompt_tokens or 0) - self._known_cached))
+            why = engine_busy(work, figures.get("estimate_s"), figures.get("time_left_s"))
+            if why is not None and not isinstance(why, str):  # a load Verdict
+                why, why_detail = (None if why.allow else str(why.reason)), why.detail
             if why:
                 reason = Skip.ENGINE_BUSY
                 self.turn.yielded[why] = self.turn.yielded.get(why, 0) + 1
+                yielded_to = why
+        if judged:
+            if reason is None:
+                outcome, label = "sent", "sent"
+            elif reason is Skip.ENGINE_BUSY:
+                outcome, label = "yielded", yielded_to
+            else:
+                outcome, label = "skipped", reason.value
+            started = self._speech_started
+            self.turn.record(
+                Decision(
+                    at_s=None if started is None else max(0.0, now - started),
+                    words=stable_words,
+                    outcome=outcome,
+                    reason=label,
+                    work_tokens=work,
+                    estimate_s=figures.get("estimate_s"),
+                    queue_s=queue_s,
+                    time_left_s=figures.get("time_left_s"),
+                    load_now=load_now,
+                    detail=why_detail,
+                )
+            )
         if reason is None:
             self._in_flight = True
             self._in_flight_account = self.turn
@@ -444,34 +589,46 @@ class PrefillPlanner:
             self.turn.skipped[reason.value] = self.turn.skipped.get(reason.value, 0) + 1
         return reason
 
-    def _size_rule(self, prompt_tokens: int, now: float, queue_s: float | None) -> Skip | None:
+    def _size_rule(
+        self, prompt_tokens: int, now: float, queue_s: float | None, free: bool = False
+    ) -> tuple[Skip | None, dict[str, float | None]]:
+        """The size rules: why not (or ``None``), and the speed rule's figures when judged."""
         config = self.config
         cacheable = config.cacheable(prompt_tokens)
         if cacheable == 0:
-            return Skip.BELOW_MINIMUM
+            return Skip.BELOW_MINIMUM, {}
         if prompt_tokens < self._not_caching_below:
-            return Skip.NOT_CACHING
+            return Skip.NOT_CACHING, {}
         if self._sent_tokens is not None and cacheable <= config.cacheable(self._sent_tokens):
-            return Skip.NO_NEW_BLOCK
+            return Skip.NO_NEW_BLOCK, {}
         if config.skip_unfinishable and self.speed.reuses_unfinished is not True:
             seconds = self.speed.seconds_for(max(0, prompt_tokens - self._known_cached))
             if seconds is not None:
                 seconds += max(0.0, queue_s or 0.0)
-            if seconds is not None and seconds > self.time_left(now):
-                return Skip.CANNOT_FINISH
-        return None
+            left = self.time_left(now)
+            if free and seconds is not None and seconds > left:
+                # Losing costs no one: plan for a long turn rather than the median one.
+                left = self.time_left(now, config.idle_turn_quantile)
+            figures = {"estimate_s": seconds, "time_left_s": left}
+            if seconds is not None and seconds > left:
+                return Skip.CANNOT_FINISH, figures
+            return None, figures
+        return None, {}
 
-    def time_left(self, now: float) -> float:
+    def time_left(self, now: float, quantile: float = 0.5) -> float:
         """Seconds until the real request is likely to leave.
 
         The rest of the caller's turn (this session's median turn so far; before it has one,
-        the median over the process's sessions (:class:`CallerTurns`), or ``expected_turn_s``)
-        plus ``dispatch_s``.
+        the median of the process's sessions' first turns, else of all their turns
+        (:class:`CallerTurns`), else ``expected_turn_s``) plus ``dispatch_s``. ``quantile``
+        plans for a longer (or shorter) turn than the median.
         """
         if self._turn_lengths:
-            typical = median(self._turn_lengths)
+            typical = low_quantile(list(self._turn_lengths), quantile)
         else:
-            pooled = self.caller_turns.typical
+            pooled = self.caller_turns.quantile(quantile, first=True)
+            if pooled is None:
+                pooled = self.caller_turns.quantile(quantile)
             typical = pooled if pooled is not None else self.config.expected_turn_s
         elapsed = now - self._speech_started if self._speech_started is not None else 0.0
         return max(0.0, typical - elapsed) + self.config.dispatch_s
@@ -596,8 +753,8 @@ class PrefillPlanner:
         if now is not None and self._speech_started is not None:
             length = now - stop_secs - self._speech_started
             if length > 0:
+                self.caller_turns.add(length, first=not self._turn_lengths)
                 self._turn_lengths.append(length)
-                self.caller_turns.add(length)
         self._speech_started = None
 
     def caller_speaking(self, now: float | None = None) -> None:

@@ -104,9 +104,17 @@ class Settled:
     drafts_yielded: int = 0
     interim_drafts: int | None = None  # drafts on the interim at a pause (None: option off)
     interim_differed: int = 0  # of those, the ones the final transcript contradicted
+    yielded_by: tuple[tuple[str, int], ...] = ()
+    """Drafts held back for load, by the load rule (``("busy", 2), ...``; sorted)."""
+    over_budget: int = 0
+    """Drafts not started because the turn had started ``max_drafts`` already."""
 
     def fields(self) -> dict[str, object]:
-        """The TTFA report's fields for this turn."""
+        """The TTFA report's fields for this turn.
+
+        ``drafts_yielded_<rule>`` per load rule that held a draft back, and
+        ``drafts_over_budget`` when the turn's budget stopped one.
+        """
         fields: dict[str, object] = {
             "speculation": self.outcome,
             "drafts": self.drafts,
@@ -117,6 +125,10 @@ class Settled:
         if self.interim_drafts is not None:
             fields["drafts_interim"] = self.interim_drafts
             fields["drafts_interim_differed"] = self.interim_differed
+        for reason, count in self.yielded_by:
+            fields[f"drafts_yielded_{reason}"] = count
+        if self.over_budget:
+            fields["drafts_over_budget"] = self.over_budget
         return fields
 
 
@@ -136,6 +148,8 @@ class _Turn:
     discarded: int = 0
     early_drafts: int = 0  # drafts started at a pause inside the VAD's stop window
     yielded: int = 0
+    yielded_by: dict[str, int] = field(default_factory=dict)
+    over_budget: int = 0
     silent: bool = False
     paused: bool = False  # silent at a pause the VAD has not (yet) called a stop
     silence_s: float = 0.0  # the caller's silence so far (0 while speaking)
@@ -154,7 +168,8 @@ class DraftHold:
         max_drafts: Drafts one turn may start.
         use_stable_words: Draft from the stable words when no final transcript has come yet.
         engine_busy: Asked when a draft would start: the engine-load rule that holds it back
-            (``"queue"``, ``"busy"``...), or ``None`` to let it go. ``None`` (the default):
+            (``"queue"``, ``"busy"``...; counted by rule in :class:`Settled`), or ``None`` to
+            let it go. ``None`` (the default):
             drafts never yield.
         pause_stable_s: Silence (s) after which the latest interim's words count as in hand
             for an early draft, when no interim arrived in that silence (silence as the second
@@ -388,15 +403,20 @@ class DraftHold:
 
     def _maybe_draft(self, *, early: bool = False) -> list[Decision]:
         turn = self._turn
-        if turn.held is not None or turn.drafts >= self.max_drafts:
+        if turn.held is not None:
             return []
         text, on_interim = self._in_hand() if early else (self.caller_text, False)
         if not text:
             return []
+        if turn.drafts >= self.max_drafts:
+            turn.over_budget += 1
+            return []
         if on_interim and turn.drafts + 1 >= self.max_drafts:
             return []  # the bet never takes the last draft: the final's words may need it
-        if self._engine_busy is not None and self._engine_busy():
+        why = self._engine_busy() if self._engine_busy is not None else None
+        if why:
             turn.yielded += 1
+            turn.yielded_by[str(why)] = turn.yielded_by.get(str(why), 0) + 1
             return []
         turn.held = text
         turn.held_on_interim = on_interim
@@ -431,4 +451,6 @@ class DraftHold:
             turn.yielded,
             None if self.pause_stable_s is None else turn.interim_drafts,
             turn.interim_differed,
+            tuple(sorted(turn.yielded_by.items())),
+            turn.over_budget,
         )

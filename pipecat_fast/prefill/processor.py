@@ -44,7 +44,15 @@ from pipecat.services.llm_service import LLMService
 from pipecat_fast._logging import RateLimitedLog
 from pipecat_fast._pipecat import add_inline_frame_hooks, remove_inline_frame_hooks
 from pipecat_fast.frames import StableTranscriptFrame, TTFAAnnotationFrame
-from pipecat_fast.load import CancelReason, CancelVerdict, EngineLoad, Kind, YieldConfig
+from pipecat_fast.load import (
+    CancelReason,
+    CancelVerdict,
+    EngineLoad,
+    Kind,
+    Verdict,
+    YieldConfig,
+    reuses_unfinished,
+)
 from pipecat_fast.prefill.backends import PrefillBackend, backend_for
 from pipecat_fast.prefill.core import (
     CallerTurns,
@@ -401,6 +409,7 @@ class SpeculativePrefill(FrameProcessor):
             engine_busy=self._engine_busy,
             load_now=load.requests_now(self._prefill_yield),
             queue_s=load.queue_now(),
+            cancels_unfinished=self._cancels_unfinished(),
         )
         if planner.not_caching_raised:
             planner.not_caching_raised = False
@@ -413,12 +422,26 @@ class SpeculativePrefill(FrameProcessor):
             self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
         )
 
-    def _engine_busy(self, work_tokens: int) -> str | None:
-        """The engine-load rule holding a prefill back, or ``None`` (asked last)."""
-        verdict = self._prefill_load.verdict(
-            Kind.PREFILL, self._prefill_yield, work_tokens=work_tokens
+    def _engine_busy(
+        self, work_tokens: int, idle_s: float | None = None, time_left_s: float | None = None
+    ) -> Verdict:
+        """The engine-load verdict on a prefill (asked last): its reason goes in the account."""
+        return self._prefill_load.verdict(
+            Kind.PREFILL,
+            self._prefill_yield,
+            work_tokens=work_tokens,
+            idle_s=idle_s,
+            time_left_s=time_left_s,
         )
-        return None if verdict.allow else str(verdict.reason)
+
+    def _cancels_unfinished(self) -> bool:
+        """Whether a prefill still computing at the real request will be cancelled then."""
+        config = self._prefill_yield
+        if not (config.enabled and config.cancel_on_dispatch):
+            return False
+        measured = self._prefill_planner.speed.reuses_unfinished
+        source = self._prefill_load.engine_source
+        return reuses_unfinished(measured, self._reuse_fact(), source) is False
 
     async def _estimate_tokens(self, user_text: str) -> int:
         """Prompt size of a prefill: the context's part is rendered once per context state."""

@@ -161,3 +161,91 @@ def test_summary_pairs_turns_at_the_same_k_and_counts_speculation():
     verdict = goals(table, [1, 2])["prefill"]
     assert verdict["1"]["p95_ok"] is True
     assert verdict["2"] == {"p95_ok": False, "p50_kept": False}  # 1.1x stock at K=2
+
+
+def test_every_speculative_decision_is_counted_by_its_reason_per_config_and_k():
+    cold_skip = {"outcome": "skipped", "reason": "cannot_finish", "estimate_s": 2.2}
+    busy = {"outcome": "yielded", "reason": "busy", "detail": "a cold prefill..."}
+    sent = {"outcome": "sent", "reason": "sent"}
+    turns = [
+        _turn("stock", 4, 0, 3000.0),
+        _turn("stock", 4, 1, 700.0),
+        # A full pipeline's first turn refused by the speed rule twice, then the load rule.
+        _turn(
+            "prefill",
+            4,
+            0,
+            3100.0,
+            prefill_requests=0,
+            prefill_decisions=[cold_skip, cold_skip, busy],
+            prefill_skipped_cannot_finish=2,
+            prefill_skipped_too_few_new_words=5,
+            prefill_yielded=1,
+            prefill_yielded_busy=1,
+        ),
+        _turn(
+            "prefill",
+            4,
+            1,
+            600.0,
+            prefill_requests=1,
+            prefill_decisions=[sent],
+            prefill_cancelled=1,
+            prefill_cancelled_dispatched=1,
+        ),
+    ]
+    background = [
+        # A background caller's first turn: sent (its accounting as the pipeline's fields).
+        {
+            "config": "prefill",
+            "k": 4,
+            "turn": 0,
+            "reply_ms": 500.0,
+            "accounting": {"prefill_requests": 1, "prefill_decisions": [sent]},
+        },
+        # A draft caller's turn whose drafts the queue held back.
+        {
+            "config": "prefill",
+            "k": 4,
+            "turn": 1,
+            "reply_ms": 400.0,
+            "accounting": {"drafts_yielded_queue": 2, "drafts_over_budget": 1},
+        },
+    ]
+    table = summarize_load(turns, background, [], [], ["stock", "prefill"], [4])
+    cell = table["prefill"]["4"]
+    assert cell["prefill_decisions"] == {"busy": 1, "cannot_finish": 2, "sent": 2}
+    assert cell["prefill_yielded_by"] == {"busy": 1}
+    assert cell["prefill_skipped_by"] == {"cannot_finish": 2, "too_few_new_words": 5}
+    assert cell["prefill_cancelled_by"] == {"dispatched": 1}
+    assert cell["drafts_yielded_by"] == {"queue": 2} and cell["drafts_over_budget"] == 1
+    # The first turns: one sent (background), one refused by both rules (counted under each).
+    assert cell["first_turn_prefill"] == {
+        "turns": 2,
+        "sent": 1,
+        "cancelled": 0,
+        "not_sent_by": {"busy": 1, "cannot_finish": 1},
+    }
+    assert table["stock"]["4"]["first_turn_prefill"] is None
+
+
+def test_a_turn_without_a_judged_decision_is_labelled_by_its_other_skips_never_by_pacing():
+    from pipecat_fast.bench.load_report import turn_prefill_verdict
+
+    assert turn_prefill_verdict({"prefill_requests": 2}) == ["sent"]
+    silent = {"prefill_skipped_silence": 1, "prefill_skipped_in_flight": 3}
+    assert turn_prefill_verdict(silent) == ["silence"]
+    assert turn_prefill_verdict({"prefill_skipped_too_few_new_words": 4}) == ["not_judged"]
+    judged = {"prefill_decisions": [{"reason": "below_minimum"}], "prefill_skipped_silence": 1}
+    assert turn_prefill_verdict(judged) == ["below_minimum"]
+
+
+def test_the_table_columns_say_the_first_turn_reasons():
+    from pipecat_fast.bench.load import counts_text, first_turn_text
+
+    first = {"turns": 6, "sent": 2, "not_sent_by": {"busy": 1, "cannot_finish": 3}}
+    assert first_turn_text(first) == "2 of 6 (cannot_finish 3, busy 1)"
+    assert counts_text({"busy": 2, "sent": 5, "cannot_finish": 9}) == (
+        "sent 5, cannot_finish 9, busy 2"
+    )
+    assert first_turn_text(None) == "-" and counts_text({}) == "-"

@@ -17,6 +17,7 @@ from pipecat_fast.load import (
     decide,
     requests_on_engine,
     reuses_unfinished,
+    shared_prefill_s,
 )
 
 NOW = 100.0
@@ -315,3 +316,53 @@ def test_without_a_current_reading_the_engine_load_is_unknown_not_idle():
     assert requests_on_engine(old, NOW) is None
     assert requests_on_engine(old, NOW, YieldConfig(stale_s=2.0)) == 0
     assert requests_on_engine(state(), NOW) is None  # the page had neither gauge
+
+
+# -- a cold prefill of the turn's prefix moves compute: it may share the engine if it fits ----
+
+
+def test_a_cold_prefill_sharing_the_engine_goes_if_it_still_finishes_before_its_real_request():
+    one = state(running=1, waiting=0, capacity=4)
+    # ~1 s alone, 2 sharers: ~2 s, and the caller is done in 2.4 s: it goes (today's rule, with
+    # nothing timed, refuses any cold prefill beside a running request).
+    verdict = decide("prefill", one, None, NOW, work_tokens=2000, idle_s=1.0, time_left_s=2.4)
+    assert verdict.allow and verdict.reason is Reason.IDLE
+    # ~2 s alone would take ~4 s shared: refused, and the detail says by how much.
+    refused = decide("prefill", one, None, NOW, work_tokens=4000, idle_s=2.0, time_left_s=2.4)
+    assert not refused and refused.reason is Reason.BUSY
+    assert "~4.00 s" in refused.detail and "~2.40 s" in refused.detail
+    # This process's speculative requests sent since the reading share the engine too.
+    two = state(running=1, waiting=0, capacity=4, sent_since_reading=1)
+    assert not decide("prefill", two, None, NOW, work_tokens=2000, idle_s=1.0, time_left_s=2.4)
+    # Slots and queue still come first: half the slots running, or anyone waiting, stops it.
+    half = state(running=2, waiting=0, capacity=4)
+    assert not decide("prefill", half, None, NOW, work_tokens=2000, idle_s=0.1, time_left_s=9)
+    queued = state(running=1, waiting=1, capacity=4)
+    assert not decide("prefill", queued, None, NOW, work_tokens=2000, idle_s=0.1, time_left_s=9)
+
+
+def test_a_timed_cold_prefill_counts_the_prefills_in_flight_as_sharers_not_as_a_veto():
+    # Another session's cold prefill is in flight (1 running, ~1,500 tokens left): untimed,
+    # the in-flight rule holds a new prefill back; timed, it is one more sharer.
+    heavy = state(running=1, waiting=0, capacity=8, prefill_tokens_in_flight=1500)
+    assert not decide("prefill", heavy, None, NOW, work_tokens=3000)
+    timed = decide("prefill", heavy, None, NOW, work_tokens=3000, idle_s=1.2, time_left_s=2.5)
+    assert timed.allow
+    assert not decide("prefill", heavy, None, NOW, work_tokens=3000, idle_s=1.3, time_left_s=2.5)
+
+
+def test_shared_prefill_time_counts_every_request_on_the_engine_as_an_equal_sharer():
+    assert shared_prefill_s(2.0, 0) == pytest.approx(2.0)
+    assert shared_prefill_s(2.0, 1) == pytest.approx(4.0)
+    assert shared_prefill_s(2.0, 3) == pytest.approx(8.0)
+    assert shared_prefill_s(-1.0, -2) == 0.0
+
+
+def test_a_prefill_admitted_beside_running_requests_is_cancelled_only_by_new_ones():
+    # Sent while one other caller's request ran: judged to finish beside it.
+    prefill = InFlightPrefill(NOW - 1.0, work_tokens=4000, tokens_per_s=2000.0, others_at_send=1)
+    assert not contended(prefill, reading_after(prefill.sent_at_s, 2), 1, NOW)
+    # A second caller's request starts (or waits): that one it was not judged against.
+    verdict = contended(prefill, reading_after(prefill.sent_at_s, 3), 1, NOW)
+    assert verdict and verdict.reason is CancelReason.CONTENDED
+    assert contended(prefill, reading_after(prefill.sent_at_s, 2, waiting=1), 1, NOW)

@@ -267,6 +267,27 @@ async def test_the_probe_cancels_a_prefill_in_flight_when_another_callers_reques
             await load.release()
 
 
+async def test_a_prefill_sent_beside_another_callers_request_is_cancelled_only_by_a_new_one():
+    async with FakeEngine() as engine:
+        load = EngineLoad(engine.url, interval_s=0.02)
+        await load.acquire()
+        try:
+            engine.running = 1  # another caller's turn runs when the prefill is admitted
+            await until(lambda: load.reading is not None and load.reading.running == 1)
+            told = []
+            handle = load.sent("prefill", work_tokens=3000, on_cancel=told.append)
+            engine.running = 2  # the prefill itself now runs too
+            polled = engine.metrics_requests
+            await until(lambda: engine.metrics_requests >= polled + 3)
+            assert told == []  # the request it was judged to share the engine with
+            engine.running = 3  # a second caller's turn starts
+            await until(lambda: told)
+            assert told[0].reason is CancelReason.CONTENDED
+            load.done(handle)
+        finally:
+            await load.release()
+
+
 async def test_a_slotted_engine_by_its_probe_cancels_the_prefill_when_its_real_request_leaves():
     async with FakeEngine() as engine:
         load = EngineLoad(engine.url, interval_s=0.02)

@@ -510,3 +510,148 @@ def test_a_prefill_cancelled_for_load_is_counted_by_reason_and_its_words_count_a
     assert account.cancelled == {"contended": 1, "dispatched": 1}
     assert account.to_dict()["prefill_cancelled"] == 2
     assert account.to_dict()["prefill_cancelled_contended"] == 1
+
+
+# -- each judged decision carries its reason (the load bench's per-turn report) ---------------
+
+
+def judged_planner(speed=None, **config):
+    planner = PrefillPlanner(
+        PrefillConfig(expected_turn_s=2.0, dispatch_s=0.35, min_new_words=1, **config),
+        speed if speed is not None else cold_speed(),
+    )
+    planner.caller_speaking(now=10.0)
+    return planner
+
+
+def test_a_cannot_finish_skip_is_recorded_with_its_estimate_and_the_time_left():
+    planner = judged_planner()
+    assert planner.decide(1, 30_000, now=10.5, load_now=0, queue_s=0.1) is Skip.CANNOT_FINISH
+    (decision,) = planner.turn.decisions
+    assert (decision.outcome, decision.reason) == ("skipped", "cannot_finish")
+    assert decision.estimate_s == pytest.approx(3.15 + 0.1)  # idle speed + queueing now
+    assert decision.time_left_s == pytest.approx(1.85)
+    assert decision.work_tokens == 30_000 and decision.load_now == 0
+    assert decision.at_s == pytest.approx(0.5) and decision.words == 1
+    fields = planner.turn.to_dict()
+    assert fields["prefill_skipped_cannot_finish"] == 1
+    assert fields["prefill_decisions"] == [decision.to_dict()]
+    assert (
+        fields["prefill_decisions"][0]["estimate_s"] > fields["prefill_decisions"][0]["time_left_s"]
+    )
+
+
+def test_a_yield_is_recorded_with_the_load_rule_and_its_detail_not_as_a_planner_skip():
+    from pipecat_fast.load import Reason, Verdict
+
+    planner = judged_planner()
+    asked = []
+
+    def engine_busy(work, idle_s, time_left_s):
+        asked.append((work, idle_s, time_left_s))
+        return Verdict(False, Reason.QUEUE, "2 requests waiting for a slot")
+
+    assert planner.decide(1, 3_000, now=10.5, engine_busy=engine_busy) is Skip.ENGINE_BUSY
+    # The load rule is told what the speed rule found (its estimate and the time left).
+    assert asked == [(3_000, pytest.approx(0.15 + 3_000 * 0.0001), pytest.approx(1.85))]
+    (decision,) = planner.turn.decisions
+    assert (decision.outcome, decision.reason) == ("yielded", "queue")
+    assert decision.detail == "2 requests waiting for a slot"
+    fields = planner.turn.to_dict()
+    assert fields["prefill_yielded"] == 1 and fields["prefill_yielded_queue"] == 1
+    assert "prefill_skipped_engine_busy" not in fields  # counted once, as the yield
+
+
+def test_an_allowing_verdict_sends_and_a_plain_reason_string_still_yields():
+    from pipecat_fast.load import Reason, Verdict
+
+    planner = judged_planner()
+    allow = Verdict(True, Reason.IDLE, "vllm: running 0")
+    assert planner.decide(1, 3_000, now=10.5, engine_busy=lambda *a: allow) is None
+    assert [(d.outcome, d.reason) for d in planner.turn.decisions] == [("sent", "sent")]
+    planner.finished(True, now=10.9, prompt_tokens=3_000, cached_tokens=0)
+    assert planner.decide(3, 3_200, now=11.0, engine_busy=lambda *a: "busy") is Skip.ENGINE_BUSY
+    assert [(d.outcome, d.reason) for d in planner.turn.decisions][-1] == ("yielded", "busy")
+    assert planner.turn.to_dict()["prefill_yielded_busy"] == 1
+
+
+def test_size_rules_are_recorded_by_name_and_cheap_pacing_rules_only_counted():
+    planner = judged_planner(min_prompt_tokens=1_024)
+    assert planner.decide(1, 500, now=10.5) is Skip.BELOW_MINIMUM
+    assert planner.decide(0, 500, now=10.6) is Skip.TOO_FEW_NEW_WORDS  # not judged: no record
+    assert [(d.outcome, d.reason) for d in planner.turn.decisions] == [("skipped", "below_minimum")]
+    fields = planner.turn.to_dict()
+    assert fields["prefill_skipped_below_minimum"] == 1
+    assert fields["prefill_skipped_too_few_new_words"] == 1
+
+
+def test_a_turn_keeps_its_first_decisions_and_counts_the_rest():
+    from pipecat_fast.prefill.core import DECISIONS_KEPT
+
+    planner = judged_planner()
+    for words in range(1, DECISIONS_KEPT + 4):
+        planner.decide(words, 30_000, now=10.5)
+    assert len(planner.turn.decisions) == DECISIONS_KEPT
+    assert planner.turn.to_dict()["prefill_decisions_dropped"] == 3
+
+
+# -- a cold first turn: which turn length, and when losing costs no one -----------------------
+
+
+def first_turns_and_later_ones(pool, first_s, later_s, n=3):
+    """``n`` earlier sessions: a first turn of ``first_s`` and a later one of ``later_s``."""
+    for i in range(n):
+        earlier = PrefillPlanner(PrefillConfig(), cold_speed(), pool)
+        for start, seconds in ((100.0 * i, first_s), (100.0 * i + 10.0, later_s)):
+            earlier.caller_speaking(now=start)
+            earlier.caller_silent(now=start + seconds + 0.2, stop_secs=0.2)
+
+
+def test_a_new_sessions_first_turn_is_judged_by_earlier_first_turns_not_by_every_turn():
+    # The load bench's callers: first turns ~2.6 s, later ones ~1.5 s (pooled median 2.05 s).
+    pool = CallerTurns()
+    first_turns_and_later_ones(pool, 2.6, 1.5)
+    assert pool.typical == pytest.approx(2.05)
+    assert pool.typical_first == pytest.approx(2.6)
+    speed = ProviderSpeed()
+    speed.add(20, 0.15)
+    speed.add(3_950, 2.1)  # the cold first turn alone
+    new = PrefillPlanner(PrefillConfig(expected_turn_s=2.0, dispatch_s=0.35), speed, pool)
+    new.caller_speaking(now=500.0)
+    # 0.5 s in: 2.6 - 0.5 + 0.35 = 2.45 s left for ~2.1 s of prefill (all turns: 1.9 s).
+    assert new.time_left(500.5) == pytest.approx(2.45)
+    assert new.decide(1, 3_950, now=500.5, load_now=0) is None
+
+
+def idle_bet(pool, cancels, load_now):
+    speed = ProviderSpeed()
+    speed.add(20, 0.15)
+    speed.add(3_950, 2.3)
+    planner = PrefillPlanner(PrefillConfig(dispatch_s=0.35), speed, pool)
+    planner.caller_speaking(now=500.0)
+    return planner.decide(1, 3_950, now=500.5, load_now=load_now, cancels_unfinished=cancels)
+
+
+def test_at_an_idle_engine_that_cancels_an_unfinished_prefill_a_cold_one_plans_for_a_long_turn():
+    # First turns of 2.0, 2.4 and 2.8 s: the median leaves 2.25 s at 0.5 s in, for a 2.3 s
+    # prefill: refused; a long turn (the 75th percentile, 2.6 s) leaves 2.45 s.
+    pool = CallerTurns()
+    for i, seconds in enumerate((2.0, 2.4, 2.8)):
+        earlier = PrefillPlanner(PrefillConfig(), cold_speed(), pool)
+        earlier.caller_speaking(now=100.0 * i)
+        earlier.caller_silent(now=100.0 * i + seconds + 0.2, stop_secs=0.2)
+    # The engine idle and the `dispatched` rule cancelling it if unfinished: losing costs no
+    # one, so it goes.
+    assert idle_bet(pool, cancels=True, load_now=0) is None
+    # Someone else on the engine would share the lost work: the median turn.
+    assert idle_bet(pool, cancels=True, load_now=1) is Skip.CANNOT_FINISH
+    # An engine that might read it, or not be told to cancel: it would run beside the real
+    # request and slow it: the median turn.
+    assert idle_bet(pool, cancels=False, load_now=0) is Skip.CANNOT_FINISH
+    # Load unknown (no probe): not taken for idle.
+    assert idle_bet(pool, cancels=True, load_now=None) is Skip.CANNOT_FINISH
+
+
+def test_the_idle_turn_quantile_is_a_share():
+    with pytest.raises(ValueError, match="idle_turn_quantile"):
+        PrefillConfig(idle_turn_quantile=1.5)

@@ -63,7 +63,11 @@ def test_a_final_that_moves_on_withdraws_and_the_normal_request_runs():
         Withdraw("the final transcript moved on")
     ]  # and no second draft: one per turn here
     assert core.inner_inference() == [PassInference(None)]
-    assert core.inner_confirmed() == [Settled("discarded", 1, 1), Confirm(True, False)]
+    # The budget stopped the redraft of the final's words, and the account says so.
+    assert core.inner_confirmed() == [
+        Settled("discarded", 1, 1, over_budget=1),
+        Confirm(True, False),
+    ]
 
 
 def test_a_final_after_silence_that_differs_redrafts_within_the_budget():
@@ -209,7 +213,8 @@ def test_drafts_per_turn_are_capped():
     for _ in range(5):
         core.caller_silent()
         core.caller_speaking()
-    assert core.inner_confirmed()[0] == Settled("discarded", 2, 2)
+    # Three silences found the budget spent: each counted as a draft the budget stopped.
+    assert core.inner_confirmed()[0] == Settled("discarded", 2, 2, over_budget=3)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
@@ -450,3 +455,20 @@ def test_with_the_option_off_silence_changes_no_decision(names, silences):
         assert EVENTS[name](fed) == EVENTS[name](today), names
         assert fed.held == today.held
     assert fed.outcomes == today.outcomes
+
+
+def test_drafts_held_back_for_load_are_counted_by_the_rule_that_said_so():
+    answers = iter(["queue", "busy", None])
+    core = DraftHold(engine_busy=lambda: next(answers))
+    core.final_transcript("book me for tuesday")
+    assert core.caller_silent() == []  # queue
+    core.caller_speaking()
+    assert core.caller_silent() == []  # busy
+    core.caller_speaking()
+    assert core.caller_silent() == [StartDraft("book me for tuesday")]
+    settled = core.inner_confirmed()[0]
+    assert settled.drafts_yielded == 2
+    assert settled.yielded_by == (("busy", 1), ("queue", 1))
+    fields = settled.fields()
+    assert fields["drafts_yielded_queue"] == 1 and fields["drafts_yielded_busy"] == 1
+    assert "drafts_over_budget" not in fields
