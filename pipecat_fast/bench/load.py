@@ -160,7 +160,9 @@ def caller_endpoints(endpoints: Endpoints, label: str) -> Endpoints:
 
 def full_config(name: str, behaviour: Behaviour, load: EngineLoad) -> BenchConfig:
     """The Pipecat pipeline configuration of ``behaviour``, yielding to ``load``."""
-    yield_config = YieldConfig(enabled=behaviour.yields)
+    yield_config = YieldConfig(
+        enabled=behaviour.yields, reuses_unfinished=behaviour.reuses_unfinished
+    )
 
     def customize(spec: PipelineSpec) -> None:
         if behaviour.prefill:
@@ -276,11 +278,15 @@ class Setup:
     stagger_s: float
     interval_s: float
     reset_llm: bool
+    reuses_unfinished: bool | None = None
+    """Told to the levers: the emulator's engine never lets a request read a running prefill
+    (its prefix cache takes a prompt once computed, a cancelled one leaves nothing); for
+    llama-server the registry says so."""
 
 
 async def run_episode(setup: Setup, k: int, config: str, round_: int) -> dict[str, Any]:
     """K callers of ``config`` at once; returns the episode's rows and figures."""
-    behaviour = BEHAVIOURS[config]
+    behaviour = dataclasses.replace(BEHAVIOURS[config], reuses_unfinished=setup.reuses_unfinished)
     await setup.proxy.reset()
     if setup.reset_llm:
         await setup.emulators.reset_llm()
@@ -422,6 +428,7 @@ async def _bench(args: argparse.Namespace) -> int:
             args.stagger_s,
             interval_s,
             reset_llm=args.engine == "emulator",
+            reuses_unfinished=False if args.engine == "emulator" else None,
         )
         done = 0
         for round_ in range(args.rounds):

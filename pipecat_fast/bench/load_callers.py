@@ -69,11 +69,15 @@ class Behaviour:
         prefill: Speculative prefill while the caller talks.
         draft: Draft-and-hold at end of speech.
         yields: Speculation yields to the engine's load; ``False`` never yields.
+        reuses_unfinished: Whether the engine lets a request read an unfinished prefill, as
+            the levers are told (``None``: they learn it).
     """
 
     prefill: bool = False
     draft: bool = False
     yields: bool = True
+    reuses_unfinished: bool | None = None
+    """What the levers are told about the engine (``YieldConfig.reuses_unfinished``)."""
 
 
 @dataclass
@@ -148,7 +152,9 @@ class BackgroundCaller:
         )
         self.backend = OpenAIPrefill(self.llm)
         self.context = LLMContext(tools=tools_schema(call.tools) if call.tools else NOT_GIVEN)
-        self.yield_config = YieldConfig(enabled=behaviour.yields)
+        self.yield_config = YieldConfig(
+            enabled=behaviour.yields, reuses_unfinished=behaviour.reuses_unfinished
+        )
         config = PrefillConfig(min_prompt_tokens=self.backend.min_prompt_tokens)
         # The speed (and whether the engine reads an unfinished prefill) pooled with every
         # session on this provider, URL and model in the process, and the callers' turn
@@ -285,7 +291,12 @@ class BackgroundCaller:
         if usage is not None:
             prompt, cached = usage
             ttft = max(0.0, first - confirmed_at)
-            if self.planner.real_request(prompt, cached, ttft) and self.load is not None:
+            after = (
+                self.load.others_now(confirmed_at, speculative=False, config=self.yield_config)
+                if self.load is not None
+                else None
+            )
+            if self.planner.real_request(prompt, cached, ttft, after) and self.load is not None:
                 self.load.measured(max(0, prompt - cached), ttft)
         self.context.add_message({"role": "user", "content": script.text})
         self.context.add_message({"role": "assistant", "content": text})
@@ -377,6 +388,8 @@ class BackgroundCaller:
             task.cancel()
 
     def _reuse_fact(self) -> bool | None:
+        if self.yield_config.reuses_unfinished is not None:
+            return self.yield_config.reuses_unfinished
         provider = getattr(self.backend, "provider", None)
         try:
             return cache_facts(provider).reuses_unfinished if provider else None
@@ -424,7 +437,12 @@ class BackgroundCaller:
             logger.debug(f"{self.label}: prefill failed: {e!r}")
         else:
             now = time.monotonic()
-            self.planner.finished(True, now, result.prompt_tokens, result.cached_tokens)
+            after = (
+                self.load.others_now(sent, speculative=True, config=self.yield_config)
+                if self.load is not None
+                else None
+            )
+            self.planner.finished(True, now, result.prompt_tokens, result.cached_tokens, after)
             if self.load is not None:
                 self.load.measured(max(0, result.prompt_tokens - result.cached_tokens), now - sent)
         finally:

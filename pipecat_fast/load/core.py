@@ -157,6 +157,10 @@ class YieldConfig:
         cancel_on_dispatch: Cancel the session's prefill when its real request leaves while
             the prefill runs on an engine that does not reuse an unfinished prefill
             (``dispatched``).
+        reuses_unfinished: What you know about your engine: ``False``, a request cannot read
+            what a prefill still running has computed (a slotted engine; the bench's emulator);
+            ``True``, it can; ``None`` (default): the provider registry's fact, else learnt
+            from the first overlap (:func:`reuses_unfinished`). Measured beats it.
 
     Raises:
         ValueError: For a share outside (0, 1], a negative count or time.
@@ -172,6 +176,7 @@ class YieldConfig:
     cold_tokens: int = 256
     cancel_contended: bool = True
     cancel_on_dispatch: bool = True
+    reuses_unfinished: bool | None = None
 
     def __post_init__(self):
         for name in ("prefill_busy", "draft_busy"):

@@ -287,6 +287,24 @@ class EngineLoad:
         now = self.clock()
         return requests_on_engine(self.state(now), now, config)
 
+    def others_now(
+        self, sent_at_s: float, *, speculative: bool, config: YieldConfig | None = None
+    ) -> int | None:
+        """Other requests on the engine now, besides one of ours sent at ``sent_at_s``.
+
+        For the idle tag of a request's speed sample as it ends (``PrefillPlanner.finished``,
+        ``real_request``): ours is counted by the reading once it was taken after the request
+        left, and by the speculative requests sent since otherwise (``speculative``: a prefill
+        or draft still registered with :meth:`sent`). ``None`` when unknown.
+        """
+        now = self.clock()
+        state = self.state(now)
+        total = requests_on_engine(state, now, config)
+        if state is None or state.reading is None or total is None:
+            return None
+        mine = 1 if speculative or state.reading.at_s >= sent_at_s else 0
+        return max(0, total - mine)
+
     def queue_now(self) -> float | None:
         """The queueing measured on the sessions' own recent requests (s), or ``None``."""
         return self.queue.queue_s(self.clock())

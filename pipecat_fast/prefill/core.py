@@ -276,6 +276,16 @@ def low_quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+def busiest(sent: int | None, after: int | None) -> int | None:
+    """A request's load tag from the load it was sent into and the load as it ended.
+
+    ``None`` when the load at send is unknown; the send tag alone when the end is unknown.
+    """
+    if sent is None:
+        return None
+    return sent if after is None else max(sent, after)
+
+
 class ProviderSpeed:
     """How long a provider takes to first token when it is idle, against the uncached tokens.
 
@@ -633,7 +643,14 @@ class PrefillPlanner:
         elapsed = now - self._speech_started if self._speech_started is not None else 0.0
         return max(0.0, typical - elapsed) + self.config.dispatch_s
 
-    def finished(self, ok: bool, now: float, prompt_tokens: int = 0, cached_tokens: int | None = 0):
+    def finished(
+        self,
+        ok: bool,
+        now: float,
+        prompt_tokens: int = 0,
+        cached_tokens: int | None = 0,
+        load_after: int | None = None,
+    ):
         """Record the end of the prefill in flight, in the account of the turn that sent it.
 
         Args:
@@ -643,6 +660,10 @@ class PrefillPlanner:
             cached_tokens: Of those, tokens it read from its cache; ``None`` when its usage
                 does not say (llama-cpp-python's server): then neither its speed nor whether
                 it caches is judged from this prefill.
+            load_after: Other requests on the engine as it ended (``None`` unknown): with the
+                load it was sent into, its speed sample counts as idle only if the engine was
+                idle at both ends (:func:`busiest`) — a request that joined it mid-way shared
+                its compute.
         """
         account = self._in_flight_account or self.turn
         sent_at = self._in_flight_sent_at
@@ -664,7 +685,9 @@ class PrefillPlanner:
         if cached_tokens is None:
             return
         self.speed.add(
-            max(0, prompt_tokens - cached_tokens), max(0.0, now - sent_at), self._in_flight_load
+            max(0, prompt_tokens - cached_tokens),
+            max(0.0, now - sent_at),
+            busiest(self._in_flight_load, load_after),
         )
         self._watch_caching(prompt_tokens, cached_tokens)
 
@@ -714,18 +737,24 @@ class PrefillPlanner:
             self._overlap_cancelled = False
 
     def real_request(
-        self, prompt_tokens: int, cached_tokens: int | None, ttft_s: float | None
+        self,
+        prompt_tokens: int,
+        cached_tokens: int | None,
+        ttft_s: float | None,
+        load_after: int | None = None,
     ) -> bool:
         """The provider's usage (and time to first token, if measured) of a real request.
 
         ``cached_tokens`` is ``None`` when the usage does not say: nothing is judged from it.
+        ``load_after``: other requests on the engine when its usage came (``None`` unknown),
+        for the idle tag as in :meth:`finished`.
 
         Returns:
             Whether its time measures the provider alone (it did not wait for a prefill of
             this session still running, and the usage says what was cached), so it can count
             as a speed or queueing sample.
         """
-        load, self._dispatch_load = self._dispatch_load, None
+        load, self._dispatch_load = busiest(self._dispatch_load, load_after), None
         if cached_tokens is None:
             self._overlapped_tokens = 0
             self._known_cached = max(self._known_cached, prompt_tokens)

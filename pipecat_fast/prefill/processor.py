@@ -211,6 +211,7 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_saw_stable = False
         self._prefill_user_turn_ended = False
         self._prefill_ttfb: float | None = None
+        self._prefill_sent_real_at = 0.0
         self._prefill_hooked = False
         self._prefill_startup_task: asyncio.Task | None = None
         self._prefill_load = load if load is not None else measured_load(backend)
@@ -281,6 +282,7 @@ class SpeculativePrefill(FrameProcessor):
             self._prefill_user_turn_ended = True
             await self._annotate(planner.turn)
         elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
+            self._prefill_sent_real_at = now
             planner.request_dispatched(now, self._prefill_load.requests_now(self._prefill_yield))
             await self._prefill_dispatched()
             if self._prefill_user_turn_ended:
@@ -454,7 +456,9 @@ class SpeculativePrefill(FrameProcessor):
         return self._prefill_static_tokens + count_tokens(user_text)
 
     def _reuse_fact(self) -> bool | None:
-        """The provider registry's word on reading an unfinished prefill (``None``: unknown)."""
+        """The configured, else the registry's, word on reading an unfinished prefill."""
+        if self._prefill_yield.reuses_unfinished is not None:
+            return self._prefill_yield.reuses_unfinished
         provider = getattr(self._prefill_backend, "provider", None)
         if not provider:
             return None
@@ -517,7 +521,8 @@ class SpeculativePrefill(FrameProcessor):
             )
         else:
             now = time.monotonic()
-            planner.finished(True, now, result.prompt_tokens, result.cached_tokens)
+            after = load.others_now(sent_at, speculative=True, config=self._prefill_yield)
+            planner.finished(True, now, result.prompt_tokens, result.cached_tokens, after)
             computed = max(0, result.prompt_tokens - result.cached_tokens)
             load.measured(computed, now - sent_at)
         finally:
@@ -543,7 +548,10 @@ class SpeculativePrefill(FrameProcessor):
                 if provider and cache_facts(provider).net_of_cache:
                     prompt += (read or 0) + (usage.cache_creation_input_tokens or 0)
                 ttfb = self._prefill_ttfb
-                clean = self._prefill_planner.real_request(prompt, read, ttfb)
+                after = self._prefill_load.others_now(
+                    self._prefill_sent_real_at, speculative=False, config=self._prefill_yield
+                )
+                clean = self._prefill_planner.real_request(prompt, read, ttfb, after)
                 if clean and ttfb is not None and read is not None:
                     self._prefill_load.measured(max(0, prompt - read), ttfb)
                 self._prefill_ttfb = None

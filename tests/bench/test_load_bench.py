@@ -249,3 +249,19 @@ def test_the_table_columns_say_the_first_turn_reasons():
         "sent 5, cannot_finish 9, busy 2"
     )
     assert first_turn_text(None) == "-" and counts_text({}) == "-"
+
+
+def test_a_background_caller_told_its_engine_cannot_read_an_unfinished_prefill_cancels_one(call):
+    def caller(behaviour, load):
+        return BackgroundCaller(
+            call, _endpoints("http://127.0.0.1:9/v1"), behaviour, load=load, label="c0"
+        )
+
+    load = EngineLoad("http://127.0.0.1:9")
+    told = Behaviour(prefill=True, reuses_unfinished=False)
+    assert caller(told, load)._cancels_unfinished()
+    # Not told and nothing learnt (the loopback model names no provider that says): unknown.
+    assert not caller(Behaviour(prefill=True), load)._cancels_unfinished()
+    # Greedy levers never cancel, and without a probe nothing is cancelled either.
+    assert not caller(dataclasses.replace(told, yields=False), load)._cancels_unfinished()
+    assert not caller(told, None)._cancels_unfinished()

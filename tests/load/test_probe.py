@@ -288,6 +288,26 @@ async def test_a_prefill_sent_beside_another_callers_request_is_cancelled_only_b
             await load.release()
 
 
+async def test_others_on_the_engine_as_a_request_ends_leave_the_request_itself_out():
+    async with FakeEngine() as engine:
+        load = EngineLoad(engine.url, interval_s=0.02)
+        assert load.others_now(0.0, speculative=False) is None  # no probe: unknown
+        await load.acquire()
+        try:
+            sent_at = load.clock()
+            engine.running = 2  # our real request and another caller's
+            await until(lambda: load.reading is not None and load.reading.running == 2)
+            assert load.others_now(sent_at, speculative=False) == 1
+            # A reading taken before it left cannot count it: nothing to leave out.
+            assert load.others_now(load.clock() + 1.0, speculative=False) == 2
+            # A speculative request of ours is counted once, by the reading or as sent since.
+            handle = load.sent("prefill", work_tokens=10)
+            assert load.others_now(load.clock(), speculative=True) == 2
+            load.done(handle)
+        finally:
+            await load.release()
+
+
 async def test_a_slotted_engine_by_its_probe_cancels_the_prefill_when_its_real_request_leaves():
     async with FakeEngine() as engine:
         load = EngineLoad(engine.url, interval_s=0.02)

@@ -655,3 +655,23 @@ def test_at_an_idle_engine_that_cancels_an_unfinished_prefill_a_cold_one_plans_f
 def test_the_idle_turn_quantile_is_a_share():
     with pytest.raises(ValueError, match="idle_turn_quantile"):
         PrefillConfig(idle_turn_quantile=1.5)
+
+
+def test_a_request_sent_idle_that_another_joined_is_not_an_idle_sample():
+    from pipecat_fast.prefill.core import busiest
+
+    speed = ProviderSpeed()
+    planner = PrefillPlanner(PrefillConfig(), speed)
+    # Sent into an idle engine, but another caller's turn ran beside it by the time it ended:
+    # it shared the compute, so it says nothing of the engine's own speed.
+    planner.request_dispatched(now=0.0, load_now=0)
+    assert planner.real_request(COLD, 0, ttft_s=2.6, load_after=1)
+    planner.request_dispatched(now=10.0, load_now=0)
+    assert planner.real_request(COLD, 0, ttft_s=2.1, load_after=0)
+    assert speed.idle_samples == [(COLD, 2.1)]
+    # A prefill likewise.
+    planner.caller_speaking(now=20.0)
+    assert planner.decide(1, COLD + 100, now=20.5, load_now=0) is None
+    planner.finished(True, 23.0, COLD + 100, COLD, load_after=2)
+    assert speed.idle_samples == [(COLD, 2.1)]
+    assert busiest(None, 0) is None and busiest(0, None) == 0 and busiest(1, 0) == 1
