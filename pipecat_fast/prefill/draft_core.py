@@ -147,8 +147,7 @@ class _Turn:
     drafts: int = 0
     discarded: int = 0
     early_drafts: int = 0  # drafts started at a pause inside the VAD's stop window
-    yielded: int = 0
-    yielded_by: dict[str, int] = field(default_factory=dict)
+    yielded_by: dict[str, int] = field(default_factory=dict)  # drafts held back, by load rule
     over_budget: int = 0
     silent: bool = False
     paused: bool = False  # silent at a pause the VAD has not (yet) called a stop
@@ -415,7 +414,6 @@ class DraftHold:
             return []  # the bet never takes the last draft: the final's words may need it
         why = self._engine_busy() if self._engine_busy is not None else None
         if why:
-            turn.yielded += 1
             turn.yielded_by[str(why)] = turn.yielded_by.get(str(why), 0) + 1
             return []
         turn.held = text
@@ -448,7 +446,7 @@ class DraftHold:
             turn.drafts,
             turn.discarded,
             turn.early_drafts,
-            turn.yielded,
+            sum(turn.yielded_by.values()),
             None if self.pause_stable_s is None else turn.interim_drafts,
             turn.interim_differed,
             tuple(sorted(turn.yielded_by.items())),
