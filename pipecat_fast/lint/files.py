@@ -12,7 +12,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,12 +82,14 @@ TOOLISH = {"tool", "tools", "function", "functions", "schema", "schemas", "reque
 def _wanted_in_folder(relative: Path) -> bool:
     """Which files a folder scan picks.
 
-    All ``.py`` and ``.prompt`` files; text and JSON files only when their name or a folder
-    above them says prompt/instructions/system/persona/agent (JSON also tools/functions/
-    schema/request), so READMEs and configs are left alone.
+    All ``.py``, JS/TS, ``.prompt`` and YAML files (a YAML file is linted only for the
+    text under keys named like prompt text, so a config without one yields nothing); text
+    and JSON files only when their name or a folder above them says prompt/instructions/
+    system/persona/agent (JSON also tools/functions/schema/request), so READMEs and
+    configs are left alone.
     """
     ext = relative.suffix.lower()
-    if ext in PYTHON_EXTS or ext in JS_EXTS or ext == ".prompt":
+    if ext in PYTHON_EXTS or ext in JS_EXTS or ext in YAML_EXTS or ext == ".prompt":
         return True
     if ext not in TEXT_EXTS | JSON_EXTS | YAML_EXTS:
         return False
@@ -251,6 +253,7 @@ def lint_json(
     rendered: bool = False,
     encoding: str = tokens.DEFAULT_ENCODING,
     table: dict | None = None,
+    bound: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Lint a JSON tool schema or request: tools first, then system text, as providers cache.
 
@@ -298,6 +301,7 @@ def lint_json(
         encoding=encoding,
         table=table,
         breakpoint_at=breakpoint_at,
+        bound=bound,
     )
     raw_map = TextMap(raw, encoding)
     for f in findings:
@@ -321,6 +325,7 @@ def lint_yaml(
     rendered: bool = False,
     encoding: str = tokens.DEFAULT_ENCODING,
     table: dict | None = None,
+    bound: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Lint the prompts of a YAML file: the text under keys named like prompt text.
 
@@ -358,7 +363,7 @@ def lint_yaml(
     out: list[Finding] = []
     for text in prompts:
         for f in lint_prompt(
-            text, provider, model, rendered=rendered, encoding=encoding, table=table
+            text, provider, model, rendered=rendered, encoding=encoding, table=table, bound=bound
         ):
             if f.char_offset is not None and f.char_end is not None:
                 where = _locate(raw, text[f.char_offset : f.char_end], raw_map)
@@ -469,6 +474,9 @@ def lint_path(
         what = kind.upper()
         return skip(f"larger than {max_bytes} bytes; {what} is parsed whole, raise --max-bytes")
     try:
+        bound = None
+        if project is not None and kind not in ("python", "js"):
+            bound = project.bound_variables()
         if kind == "python":
             found = lint_python_source(
                 text,
@@ -493,11 +501,23 @@ def lint_path(
             )
         elif kind == "json":
             found = lint_json(
-                text, provider, model, rendered=rendered, encoding=encoding, table=table
+                text,
+                provider,
+                model,
+                rendered=rendered,
+                encoding=encoding,
+                table=table,
+                bound=bound,
             )
         elif kind == "yaml":
             found = lint_yaml(
-                text, provider, model, rendered=rendered, encoding=encoding, table=table
+                text,
+                provider,
+                model,
+                rendered=rendered,
+                encoding=encoding,
+                table=table,
+                bound=bound,
             )
         else:
             found = lint_prompt(
@@ -508,6 +528,7 @@ def lint_path(
                 encoding=encoding,
                 table=table,
                 breakpoint_at=len(text) if breakpoints else None,
+                bound=bound,
             )
     except Exception as e:  # one file's bad luck never stops the run
         # Reported as CB901; the traceback only at debug level (never on a CI log).

@@ -1453,12 +1453,41 @@ def _module_name(spec: str) -> tuple[str, int]:
     return ".".join(p.replace("-", "_") for p in spec.split("/") if p), 0
 
 
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _close_at_end(toks: list[Tok]) -> list[Tok]:
+    """Close the brackets still open at the end of the text.
+
+    An excerpt cut inside an object literal or a call: its last statement is then read
+    rather than skipped.
+    """
+    stack: list[str] = []
+    for t in toks:
+        if t.kind != "PUNCT":
+            continue
+        if t.value in _CLOSERS:
+            stack.append(_CLOSERS[t.value])
+        elif t.value in (")", "]", "}"):
+            if stack and stack[-1] == t.value:
+                stack.pop()
+            else:
+                return toks  # unbalanced inside: leave the text as it is
+    if not stack or not toks:
+        return toks
+    last = toks[-1]
+    closing = [Tok("PUNCT", c, last.line, last.col) for c in reversed(stack)]
+    if last.kind == "EOF":
+        return toks[:-1] + closing + [last]
+    return toks + closing
+
+
 def js_to_python(text: str) -> ast.Module:
     """The Python syntax tree standing for a JS/TS module.
 
     Statements it cannot read are left out; it never raises on bad input.
     """
-    toks = _Lexer(text).tokens()
+    toks = _close_at_end(_Lexer(text).tokens())
     parser = _Parser(toks)
     body = parser.program()
     first = next((ln for ln in text.splitlines() if ln.strip()), "")

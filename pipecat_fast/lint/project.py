@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 from pathlib import Path
 
 from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, parse
@@ -52,6 +53,35 @@ MAX_MODULE_BYTES = 4 * 1024 * 1024
 """Modules larger than this are not parsed for cross-module resolution."""
 
 
+_PER_CALL_IMPORT: re.Pattern | None = None
+
+
+def imports_per_call_framework(source: str) -> bool:
+    """Whether source code imports a framework that starts a process for each call.
+
+    The frameworks are :func:`pipecat_fast.providers.prompt_vars.process_per_call_imports`.
+    """
+    global _PER_CALL_IMPORT
+    if _PER_CALL_IMPORT is None:
+        from pipecat_fast.providers.prompt_vars import process_per_call_imports
+
+        _PER_CALL_IMPORT = re.compile(
+            "|".join(
+                rf"(?:from|import)\s+{re.escape(m)}\b|['\"]{re.escape(m)}['\"/]"
+                for m in process_per_call_imports()
+            )
+        )
+    return _PER_CALL_IMPORT.search(source or "") is not None
+
+
+def _regular(path: str) -> bool:
+    """A regular file (never a FIFO or device, which would block or never end)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 class Project:
     """Modules of one linted tree, keyed by every dotted name their path allows.
 
@@ -69,6 +99,9 @@ class Project:
         self._texts: dict[str, str | None] = {}
         self._definers: dict[str, list[str]] | None = None
         self._called: set[str] | None = None
+        self._bound: dict[str, str] | None = None
+        self._per_call_processes: bool | None = None
+        self._data: list[str] = []
         for path, text in (sources or {}).items():
             self.add(path, text)
         for path, text in (texts or {}).items():
@@ -108,7 +141,10 @@ class Project:
         for dirpath, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
             for name in sorted(files):
-                if Path(name).suffix.lower() in TEXT_EXTS:
+                ext = Path(name).suffix.lower()
+                if ext == ".json" and len(self._data) < limit:
+                    self._data.append(os.path.normpath(os.path.join(dirpath, name)))
+                if ext in TEXT_EXTS:
                     self._texts.setdefault(os.path.normpath(os.path.join(dirpath, name)), None)
                     count += 1
                     if count >= limit:
@@ -154,7 +190,7 @@ class Project:
         return self.text(matches[0]) if len(matches) == 1 else None
 
     def template_with_fields(self, fields: set[str], pattern: str) -> str | None:
-        """The one text file of the tree holding every one of ``fields`` as a placeholder.
+        """The one text file (else string constant) of the tree holding every one of ``fields``.
 
         ``pattern`` is a format string for one placeholder (``"{{{}}}"`` for ``{name}``).
         Used when code fills a template it got from elsewhere (``prompt.format(time=...)``):
@@ -169,7 +205,32 @@ class Project:
                 found.append(content)
                 if len(found) > 1:
                     return None
+        if found:
+            return found[0]
+        for content in self._string_constants():
+            if all(pattern.format(f) in content for f in fields):
+                found.append(content)
+                if len(found) > 1:
+                    return None
         return found[0] if found else None
+
+    def _string_constants(self):
+        """The multi-line string constants the modules of the tree assign at top level.
+
+        Templates that code may fill out of view (``MESSAGE = \"\"\"...\"\"\"``).
+        """
+        for path in list(self._sources):
+            index = self.index(path)
+            if index is None:
+                continue
+            for stmt in index.tree.body:
+                if (
+                    isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, str)
+                    and "\n" in stmt.value.value
+                ):
+                    yield stmt.value.value
 
     def add(self, path: str, source: str | None) -> None:
         """Add a module; ``source`` ``None`` reads the file when it is first needed."""
@@ -177,6 +238,8 @@ class Project:
         self._sources[key] = source
         self._definers = None
         self._called = None
+        self._bound = None
+        self._per_call_processes = None
         parts = list(Path(key).with_suffix("").parts)
         if parts and parts[-1] in ("__init__", "index"):
             parts = parts[:-1]
@@ -184,6 +247,67 @@ class Project:
             dotted = ".".join(parts[i:])
             if dotted:
                 self._by_dotted.setdefault(dotted, []).append(key)
+
+    def _code_texts(self):
+        """``(path, source text)`` of every module, read when not given.
+
+        Modules that do not parse are included.
+        """
+        for path, text in list(self._sources.items()):
+            if text is None:
+                if not _regular(path):
+                    continue
+                try:
+                    text = Path(path).read_bytes()[:MAX_MODULE_BYTES].decode("utf-8-sig")
+                except (OSError, UnicodeDecodeError):
+                    continue
+            yield path, text
+
+    def bound_variables(self) -> dict[str, str]:
+        """Template variables some file of the tree binds per call through a platform.
+
+        Read from every module, text file and JSON file of the tree (a call-creation body in
+        code, a workflow export): ``{name: "call" | "literal"}``, see
+        :func:`pipecat_fast.lint.placeholders.bound_variables`; placeholders a module fills
+        itself with ``.replace("{{name}}", value)`` are ``"filled"`` (graded there).
+        """
+        if self._bound is None:
+            from pipecat_fast.lint.placeholders import bound_variables, replaced_placeholders
+
+            found: dict[str, str] = {}
+            texts = [t for _p, t in self._code_texts()]
+            texts += [
+                self.text(k) or "" for k in list(self._texts) if self._texts[k] or _regular(k)
+            ]
+            for key in self._data:
+                if not _regular(key):
+                    continue
+                try:
+                    texts.append(Path(key).read_bytes()[:MAX_MODULE_BYTES].decode("utf-8-sig"))
+                except (OSError, UnicodeDecodeError):
+                    continue
+            for text in texts:
+                for name, kind in bound_variables(text).items():
+                    if found.get(name) != "call":
+                        found[name] = kind
+            for _p, text in self._code_texts():
+                for name in replaced_placeholders(text):
+                    found.setdefault(name, "filled")
+            self._bound = found
+        return self._bound
+
+    def runs_per_call_processes(self) -> bool:
+        """Whether the tree uses a framework that starts a fresh process for each call.
+
+        LiveKit Agents runs every job in its own process
+        (:func:`pipecat_fast.providers.prompt_vars.process_per_call_imports`), so a value a
+        module computes at import is computed again for each call there.
+        """
+        if self._per_call_processes is None:
+            self._per_call_processes = any(
+                imports_per_call_framework(text) for _p, text in self._code_texts()
+            )
+        return self._per_call_processes
 
     def called_names(self) -> set[str]:
         """Every plain name or own method some module of the tree calls (see ``_CALLED``).

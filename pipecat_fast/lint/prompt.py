@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import (
     RULES,
@@ -176,6 +178,7 @@ def lint_prompt(
     encoding: str = tokens.DEFAULT_ENCODING,
     table: dict | None = None,
     breakpoint_at: int | None = None,
+    bound: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Lint one prompt for prefix-cache busters.
 
@@ -196,6 +199,9 @@ def lint_prompt(
             the block carrying Anthropic's ``cache_control``; ``len(text)`` when the whole
             prompt is one such block, as Pipecat's ``enable_prompt_caching`` sends it).
             Volatile content before it is also reported as CB108, wherever it sits.
+        bound: Template variables the code around the prompt binds for each call through
+            a platform's call-creation field (``{name: "call" | "literal"}``, from
+            :func:`pipecat_fast.lint.placeholders.bound_variables`).
 
     Returns:
         Findings sorted by character offset. Empty or whitespace-only text has none.
@@ -210,7 +216,9 @@ def lint_prompt(
     if not text.strip():
         return []
     tm = TextMap(text, encoding)
-    findings = [_span_finding(s, tm, tools_tokens) for s in detect(text, rendered=rendered)]
+    findings = [
+        _span_finding(s, tm, tools_tokens) for s in detect(text, rendered=rendered, bound=bound)
+    ]
     if breakpoint_at is not None:
         blocks = [breakpoint_finding(f, breakpoint_at) for f in findings]
         findings.extend(b for b in blocks if b is not None)

@@ -31,6 +31,8 @@ from pipecat_fast.lint.findings import (
     grade,
     shorten,
 )
+from pipecat_fast.lint.placeholders import classify_placeholder, find_placeholders, platform_fills
+from pipecat_fast.lint.project import imports_per_call_framework
 from pipecat_fast.lint.prompt import below_minimum_message, breakpoint_cost
 from pipecat_fast.lint.prompt_text import opens_like_prompt, reads_as_prompt
 from pipecat_fast.lint.py_classify import (
@@ -43,9 +45,8 @@ from pipecat_fast.lint.py_classify import (
 )
 from pipecat_fast.lint.py_index import ModuleIndex, Param, parse
 from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
-from pipecat_fast.lint.text_rules import _PLACEHOLDERS as _PLACEHOLDER_PATTERNS
 from pipecat_fast.lint.textmap import TextMap
-from pipecat_fast.lint.vocab import classify_name, words
+from pipecat_fast.lint.vocab import words
 from pipecat_fast.providers.llm import PrefixMinimum, prefix_minimum
 
 SYSTEM_WORDS = {
@@ -467,7 +468,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     for name, fn in lambdas:
         if name not in called:
             add(fn.body, "system", f"what `{name}()` returns")
-    for node in _template_literals(tree):
+    for node in _template_literals(tree, project):
         add(node, "system", "a prompt template", template=True)
     for chain in _section_chains(tree):
         add(chain, "system", "the prompt sections added with `prompt_add_section()`-style calls")
@@ -552,7 +553,7 @@ def _section_chains(tree: ast.Module) -> list[ast.expr]:
 _ROLE_LINE = re.compile(r"^[ \t#>*-]*(you are|you're|your name is|act as)\b", re.I | re.M)
 
 
-def _template_literals(tree: ast.Module) -> list[ast.Constant]:
+def _template_literals(tree: ast.Module, project=None) -> list[ast.Constant]:
     """String literals that read as a prompt template whatever name holds them.
 
     A multi-line literal with a role line (a line opening with "You are") and a
@@ -562,6 +563,7 @@ def _template_literals(tree: ast.Module) -> list[ast.Constant]:
     (``content=``, a dict value, a seed record).
     """
     out: list[ast.Constant] = []
+    bound = project.bound_variables() if project is not None else None
     for parent in ast.walk(tree):
         if isinstance(parent, ast.Expr) or (
             isinstance(parent, ast.Attribute) and parent.attr in BUILD_METHODS
@@ -574,9 +576,9 @@ def _template_literals(tree: ast.Module) -> list[ast.Constant]:
             if "\n" not in text or not _ROLE_LINE.search(text):
                 continue
             if any(
-                classify_name(m.group(1).rsplit(".", 1)[-1]) is not None
-                for pattern, _level in _PLACEHOLDER_PATTERNS[:2]
-                for m in pattern.finditer(text)
+                classify_placeholder(ph, bound) is not None
+                for ph in find_placeholders(text)
+                if text.startswith(("{{", "${"), ph.start)
             ):
                 out.append(node)
     return out
@@ -1016,32 +1018,43 @@ def breakpoint_mode(tree: ast.Module) -> str | None:
     return None
 
 
-def _placeholder_holes(segments: list, sink: Sink, classifier: Classifier) -> list:
-    """Split a template's literal text at placeholders named like volatile values."""
+def _placeholder_holes(
+    segments: list, sink: Sink, classifier: Classifier, platform_only: bool = False
+) -> list:
+    """Split a template's literal text at placeholders named like volatile values.
+
+    ``platform_only``: only at the placeholders a platform or template engine fills with
+    volatile content by itself (:func:`~pipecat_fast.lint.placeholders.platform_fills`),
+    for text that is not a template the code fills.
+    """
     out: list = []
     anchor = sink.value
+    project = classifier.ix(anchor).project
+    bound = project.bound_variables() if project is not None else None
     for seg in segments:
         if not isinstance(seg, str):
             out.append(seg)
             continue
         spans = []
-        for pattern, _level in _PLACEHOLDER_PATTERNS:
-            for m in pattern.finditer(seg):
-                guess = classify_name(m.group(1).rsplit(".", 1)[-1])
-                if guess is not None:
-                    spans.append((m.start(), m.end(), m.group(), guess))
+        for ph in find_placeholders(seg):
+            if platform_only and not platform_fills(ph):
+                continue
+            guess = classify_placeholder(ph, bound)
+            if guess is not None:
+                named = not platform_fills(ph) and (bound or {}).get(ph.name) is None
+                spans.append((ph.start, ph.end, seg[ph.start : ph.end], guess, named))
         if not spans:
             out.append(seg)
             continue
         spans.sort()
         pos = 0
-        for start, end, text, (rule, freq, _noun) in spans:
+        for start, end, text, (rule, freq, _noun), named in spans:
             if start < pos:
                 continue
             out.append(seg[pos:start])
             origin = ast.Constant(value=text)
             ast.copy_location(origin, anchor)
-            src = Source(rule, freq, origin, text, guessed=True, placeholder=True)
+            src = Source(rule, freq, origin, text, guessed=named, placeholder=True)
             out.append(Hole(anchor, [src], None, None, text))
             pos = end
         out.append(seg[pos:])
@@ -1462,6 +1475,10 @@ class _ModuleLint:
             # A template defined here and filled elsewhere (another module, or never in
             # view): its placeholders say what will go there.
             segments = _placeholder_holes(segments, sink, self.classifier)
+        elif sink.slot in ("system", "append"):
+            # Text sent as it is: a platform fills its own variables in it
+            # (`{{customer.number}}`, Liquid's `{{ "now" | date }}`) on every call.
+            segments = _placeholder_holes(segments, sink, self.classifier, platform_only=True)
         return segments
 
     def lint_sink(self, sink: Sink) -> None:
@@ -1519,6 +1536,13 @@ class _ModuleLint:
             static = first_volatile if first_volatile is not None else (total, unknown)
             self.static_prefixes.append((static[0], static[1], sink))
 
+    def per_call_processes(self, node: ast.AST) -> bool:
+        """Whether the tree ``node`` is in starts a fresh process for each call."""
+        project = self.classifier.ix(node).project or self.index.project
+        if project is not None:
+            return project.runs_per_call_processes()
+        return imports_per_call_framework("\n".join(self.index.lines))
+
     def source_rate(self, src: Source) -> tuple[Frequency, bool]:
         """How often a source's value changes where it is used; True for a clock read at import."""
         freq = src.granularity
@@ -1526,12 +1550,11 @@ class _ModuleLint:
         if not src.placeholder and not src.per_pass and not src.per_call:
             runs = self.classifier.ix(src.origin).eval_frequency(src.origin)
             at_import = runs is Frequency.PROCESS and src.rule == "CB101"
-            if at_import:
-                # A clock read at import is fixed per process, but processes start per
-                # call (LiveKit runs each job in its own process) or per deploy: each
-                # one started on a later day renders another date. Changes at most
-                # as often as its granularity, at least once a day.
-                runs = Frequency.DAY
+            if at_import and self.per_call_processes(src.origin):
+                # A clock read at import is fixed per process; where the framework starts
+                # a process for each call (LiveKit runs each job in its own process) it is
+                # computed again for every call: as often as its granularity, per call.
+                runs = Frequency.SESSION
             freq = min(freq, runs)
         return freq, at_import
 
@@ -1576,10 +1599,17 @@ class _ModuleLint:
             message = _message(src, freq, pos, sink, {"hole": hole.label}, shown)
             if sink.fallback:
                 message += FALLBACK_NOTE[sink.fallback]
-            if at_import:
+            if at_import and freq > Frequency.PROCESS:
                 message += (
-                    " It is computed at import time: every process started on a later day "
-                    "renders another value (and one that runs for days keeps a stale date)."
+                    " It is computed at import time, and the framework in this tree starts "
+                    "a process for each call: each call renders its own value."
+                )
+            elif at_import:
+                message += (
+                    " It is computed once at import time: fixed for the life of the process, "
+                    "so the cache holds across calls (a process that runs for days keeps a "
+                    "stale date; if your deployment starts a process per call, it changes "
+                    "per call)."
                 )
             origin_line = getattr(src.origin, "lineno", line)
             if index.owns(src.origin) and origin_line != line:

@@ -9,12 +9,13 @@ common as static text (a bare ``9:00`` opening hour, an example phone number).
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import regex
 
 from pipecat_fast.lint.findings import Frequency
-from pipecat_fast.lint.vocab import classify_name
+from pipecat_fast.lint.placeholders import classify_placeholder, find_placeholders
 
 MAX_SPANS_PER_DETECTOR = 200
 """Stop after this many hits per detector, so a huge file cannot flood memory or output."""
@@ -235,20 +236,25 @@ def history_spans(text: str) -> list[Span]:
     return out
 
 
-def placeholder_spans(text: str, rendered: bool) -> list[Span]:
+def placeholder_spans(
+    text: str, rendered: bool, bound: Mapping[str, str] | None = None
+) -> list[Span]:
     """Template placeholders.
 
     Args:
         text: Prompt text.
         rendered: True when ``text`` is what the model receives: every placeholder left in
-            it is unfilled (CB201). False for a template (or unknown): a placeholder whose
-            name says clock/caller/fetched/history marks where volatile content will land.
+            it is unfilled (CB201). False for a template (or unknown): a placeholder that
+            something volatile fills (the engine's clock, a platform's per-call variable,
+            a variable bound per call in the tree, a name that says clock/caller/fetched/
+            history) marks where volatile content will land.
+        bound: Variables the linted tree binds per call
+            (:func:`pipecat_fast.lint.placeholders.bound_variables`).
     """
     out: list[Span] = []
-    for pattern, level in _PLACEHOLDERS:
-        for m in _spans(pattern, text):
-            name = m.group(1)
-            if rendered:
+    if rendered:
+        for pattern, level in _PLACEHOLDERS:
+            for m in _spans(pattern, text):
                 out.append(
                     Span(
                         "CB201",
@@ -259,11 +265,12 @@ def placeholder_spans(text: str, rendered: bool) -> list[Span]:
                         severity=level,
                     )
                 )
-                continue
-            guess = classify_name(name.rsplit(".", 1)[-1])
-            if guess:
-                rule, freq, _why = guess
-                out.append(Span(rule, m.start(), m.end(), freq, f"placeholder for {_noun(rule)}"))
+        return out
+    for ph in find_placeholders(text):
+        guess = classify_placeholder(ph, bound)
+        if guess:
+            rule, freq, _why = guess
+            out.append(Span(rule, ph.start, ph.end, freq, f"placeholder for {_noun(rule)}"))
     return out
 
 
@@ -280,17 +287,18 @@ def _noun(rule: str) -> str:
 DETECTORS = (clock_spans, random_spans, caller_spans, history_spans)
 
 
-def detect(text: str, rendered: bool = False) -> list[Span]:
+def detect(text: str, rendered: bool = False, bound: Mapping[str, str] | None = None) -> list[Span]:
     """All spans in ``text``, overlaps resolved in favour of the earlier-listed detector.
 
     Args:
         text: Prompt text.
         rendered: See :func:`placeholder_spans`.
+        bound: See :func:`placeholder_spans`.
 
     Returns:
         Non-overlapping spans sorted by start offset.
     """
-    candidates: list[Span] = placeholder_spans(text, rendered)
+    candidates: list[Span] = placeholder_spans(text, rendered, bound)
     for detector in DETECTORS:
         candidates.extend(detector(text))
     taken: list[Span] = []  # sorted by start, non-overlapping

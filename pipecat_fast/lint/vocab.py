@@ -107,6 +107,10 @@ _DETECTED_WORDS = {"detected"}
 """What a detector found in the caller's speech (a language, an emotion, an intent): it
 changes with the caller, so per session at least (``self.language_detector.dominant_language``,
 ``detected_language``)."""
+_SETTING_LAST = {"language", "languages", "lang", "locale", "timezone", "tz", "dialect"}
+"""A name ending in one of these is a setting chosen from a short list (``caller_language``,
+``customer_locale``): calls with the same choice share the whole prompt, so it is configured
+per deployment or per language, not per caller (what a detector found is another matter)."""
 _GAME_WORDS = {"round", "score", "lives", "attempts", "guesses", "streak", "riddle", "puzzle"}
 """Per-session game state: a round number, a score, the current riddle."""
 _TIME_WORDS = {"time", "now", "timestamp", "datetime", "clock", "hour", "minute", "second"}
@@ -184,6 +188,8 @@ def classify_name(identifier: str, constant: bool = False) -> tuple[str, Frequen
         return None  # ALL_CAPS: a constant by convention (Python and JS), fixed at import
     ws = set(w)
     low = "_".join(w)
+    if w[-1] in _SETTING_LAST and not ws & _DETECTED_WORDS:
+        return None  # a language or locale chosen from a short list: one prompt per choice
     if ws & _CALLER_WORDS or low in _CALLER_EXACT:
         return "CB103", Frequency.SESSION, "per-caller data"
     if w[-1] in ("id", "sid") and ws & _ID_OWNERS and "tool" not in ws:

@@ -58,7 +58,7 @@ def test_clock_date_today_early_is_a_warning_per_day():
     assert f.severity is Severity.WARNING and f.frequency is Frequency.DAY
 
 
-def test_clock_computed_at_import_time_changes_at_most_per_day():
+def test_clock_computed_at_import_time_is_fixed_per_process():
     code = f"""
     from datetime import datetime
     TODAY = datetime.now().strftime("%Y-%m-%d")
@@ -68,11 +68,17 @@ def test_clock_computed_at_import_time_changes_at_most_per_day():
     """
     found = [f for f in lint(code) if f.rule == "CB101"]
     date, started = sorted(found, key=lambda f: f.line)
-    # A process started on a later day renders another date: per day, a warning early.
+    # Computed once when the process starts and shared by every call it serves: the
+    # prefix holds across calls, a note early or late (it only goes stale).
+    assert date.frequency is Frequency.PROCESS and date.severity is Severity.INFO
+    assert started.frequency is Frequency.PROCESS and started.severity is Severity.INFO
+    assert "computed once at import time" in date.message
+    # Where each call gets its own process (LiveKit), the import runs per call: a date
+    # changes once a day, a timestamp to the second with every call.
+    per_call = lint("from livekit.agents import Agent\n" + textwrap.dedent(code))
+    date, started = sorted((f for f in per_call if f.rule == "CB101"), key=lambda f: f.line)
     assert date.frequency is Frequency.DAY and date.severity is Severity.WARNING
-    # A timestamp to the second, fixed at import, is still capped at per day (it changes
-    # when a process starts, not on every request); at the end it is info.
-    assert started.frequency is Frequency.DAY and started.severity is Severity.INFO
+    assert started.frequency is Frequency.SESSION and started.severity is Severity.INFO
 
 
 def test_clock_in_a_per_request_function_changes_per_request():

@@ -84,7 +84,8 @@ def test_the_helper_alone_reports_nothing_for_its_parameter():
 
 
 def test_a_name_whose_import_was_cut_resolves_to_the_one_module_defining_it():
-    clock = "from datetime import date\nTODAY = date.today().isoformat()\n"
+    # A LiveKit agent: each call has its own process, so the import-time date is per call.
+    clock = "import livekit.agents\nfrom datetime import date\nTODAY = date.today().isoformat()\n"
     excerpt = f'''
 def instructions():
     return f"""You are the front desk. Today is {{TODAY}}. {BODY}"""
@@ -100,23 +101,25 @@ def instructions():
 
 
 def test_a_typescript_constant_whose_import_was_cut_is_followed():
-    db = "export const TODAY = process.env.DAY ?? new Date().toISOString().slice(0, 10);\n"
+    db = "import { cli } from '@livekit/agents';\n"  # a process per call (LiveKit)
+    db += "export const TODAY = process.env.DAY ?? new Date().toISOString().slice(0, 10);\n"
     code = f"const common = `You are the front desk. Today is ${{TODAY}}. {BODY}`;\n"
     code += "export const agent = new Agent({ instructions: common });\n"
     project = Project({"src/db.ts": db, "src/agent.ts": code})
     (f,) = volatile(lint_js_source(code, "src/agent.ts", project=project), "CB101")
-    # Evaluated at module load, sliced to a date: once a day, early.
+    # Evaluated at module load in each call's process, sliced to a date: once a day, early.
     assert f.frequency is Frequency.DAY and f.severity is Severity.WARNING
 
 
-def test_a_timestamp_fixed_at_import_is_capped_at_per_day():
+def test_a_timestamp_fixed_at_import_is_fixed_per_process():
     code = f"""
     from datetime import datetime
     STARTED = datetime.now().isoformat()
     SYSTEM_PROMPT = f"Started {{STARTED}}. {BODY}"
     """
     (f,) = volatile(lint(code), "CB101")
-    assert f.frequency is Frequency.DAY and "computed at import time" in f.message
+    assert f.frequency is Frequency.PROCESS and "computed once at import time" in f.message
+    assert f.severity is Severity.INFO
     # Computed per call it is per session, an error early.
     per_call = code.replace("STARTED = datetime", "def build():\n        STARTED = datetime")
     per_call = per_call.replace("    SYSTEM_PROMPT", "        SYSTEM_PROMPT")

@@ -100,7 +100,8 @@ def test_an_excerpt_cut_inside_a_prompt_string_is_closed_at_the_cut():
 
 
 def test_a_cut_string_inside_brackets_keeps_the_call_and_its_imports(tmp_path):
-    clock = "from datetime import date\nTODAY = date.today()\n"
+    # A LiveKit agent (a process per call): the import-time date changes once a day.
+    clock = "import livekit.agents\nfrom datetime import date\nTODAY = date.today()\n"
     code = (
         "from clock import TODAY\n"
         "def node():\n"
@@ -110,7 +111,8 @@ def test_a_cut_string_inside_brackets_keeps_the_call_and_its_imports(tmp_path):
     project = Project({"clock.py": clock, "bot.py": code})
     found = lint_python_source(code, filename="bot.py", project=project)
     (f,) = [f for f in found if f.rule == "CB101"]
-    # The date comes from the other module, computed at import: once a day, early.
+    # The date comes from the other module, computed at import in each call's process:
+    # once a day, early.
     assert f.severity is Severity.WARNING and f.position is Position.EARLY
     assert f.frequency is Frequency.DAY
 

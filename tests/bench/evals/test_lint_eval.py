@@ -152,9 +152,13 @@ def test_a_markdown_prompt_quoted_in_a_longer_fence_keeps_its_own_fences():
 
 def test_the_sink_rules_can_be_measured_apart(tmp_path, capsys):
     rules = "Keep every answer short and confirm each detail with the caller. " * 30
-    known = f'system_prompt = f"Role: a host. It is {{datetime.datetime.now()}}. {rules}"'
-    unknown = f'bot.configure(f"Role: a host. It is {{datetime.datetime.now()}}. {rules}")'
-    case = "# c\n\n- path: bot.py (lines 1-2 of 2)\n\n```python\nimport datetime\n{}\n```\n"
+    # Built per call (in a function): a clock read at import would be fixed per process.
+    known = f'    system_prompt = f"Role: a host. It is {{datetime.datetime.now()}}. {rules}"'
+    unknown = f'    bot.configure(f"Role: a host. It is {{datetime.datetime.now()}}. {rules}")'
+    case = (
+        "# c\n\n- path: bot.py (lines 1-3 of 3)\n\n```python\nimport datetime\n"
+        "def on_call(bot):\n{}\n```\n"
+    )
     corpus = _corpus(
         tmp_path,
         {
