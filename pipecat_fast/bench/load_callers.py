@@ -47,7 +47,7 @@ from pipecat_fast.load import (
 )
 from pipecat_fast.prefill import DraftHold, OpenAIPrefill, PrefillConfig, PrefillPlanner
 from pipecat_fast.prefill.draft_core import Settled, StartDraft, Withdraw
-from pipecat_fast.prefill.processor import caller_turns, provider_speed
+from pipecat_fast.prefill.processor import PREFIX_USER_TEXT, caller_turns, provider_speed
 from pipecat_fast.providers import cache_facts
 from pipecat_fast.stabilizer.core import PartialStabilizer
 from pipecat_fast.testing.deepgram_server import interim_events
@@ -235,6 +235,8 @@ class BackgroundCaller:
             decisions: list[Any] = []
             if kind == "speaking":
                 self.planner.caller_speaking(now)
+                if self.behaviour.prefill and self._prefill_idle():
+                    await self._maybe_prefix(now)
                 if draft is not None:
                     decisions = draft.caller_speaking()
             elif kind == "silent":
@@ -285,6 +287,7 @@ class BackgroundCaller:
         try:
             first, text, usage = await asyncio.wait_for(answer, self.patience_s)
         except TimeoutError:
+            self.planner.real_request_ended()
             self.result.unanswered += 1
             self.result.errors.append(f"turn {index}: no reply within {self.patience_s:.0f} s")
             return
@@ -298,6 +301,8 @@ class BackgroundCaller:
             )
             if self.planner.real_request(prompt, cached, ttft, after) and self.load is not None:
                 self.load.measured(max(0, prompt - cached), ttft)
+        else:
+            self.planner.real_request_ended()
         self.context.add_message({"role": "user", "content": script.text})
         self.context.add_message({"role": "assistant", "content": text})
         self.result.turns.append(
@@ -367,18 +372,39 @@ class BackgroundCaller:
             cancels_unfinished=self._cancels_unfinished(),
         )
         if decision is None:
-            self._cancel_reason = None
-            self._prefill_handle = (
-                self.load.sent(
-                    Kind.PREFILL,
-                    work_tokens=planner.in_flight_work_tokens,
-                    on_cancel=self._on_cancel,
-                    config=self.yield_config,
-                )
-                if self.load is not None
-                else None
+            self._send_prefill(text)
+
+    def _prefill_idle(self) -> bool:
+        return self._prefill_task is None or self._prefill_task.done()
+
+    async def _maybe_prefix(self, now: float) -> None:
+        """As the pipeline's prefill at the VAD's speech start: the turn's cold prefix."""
+        tokens = await self._estimate(PREFIX_USER_TEXT)
+        decision = self.planner.decide_prefix(
+            tokens,
+            now,
+            engine_busy=self._busy(Kind.PREFILL),
+            load_now=self._load_now(),
+            queue_s=self.load.queue_now() if self.load is not None else None,
+            cancels_unfinished=self._cancels_unfinished(),
+        )
+        if decision is None:
+            self._send_prefill(PREFIX_USER_TEXT)
+
+    def _send_prefill(self, text: str) -> None:
+        planner = self.planner
+        self._cancel_reason = None
+        self._prefill_handle = (
+            self.load.sent(
+                Kind.PREFILL,
+                work_tokens=planner.in_flight_work_tokens,
+                on_cancel=self._on_cancel,
+                config=self.yield_config,
             )
-            self._prefill_task = asyncio.create_task(self._prefill(text))
+            if self.load is not None
+            else None
+        )
+        self._prefill_task = asyncio.create_task(self._prefill(text))
 
     def _on_cancel(self, verdict: CancelVerdict) -> None:
         """From the load probe: another caller's request contends with the prefill."""

@@ -41,6 +41,13 @@ Then the rules that need the prompt's size (tokens, as the provider counts them)
   earlier first turns): the median, or a long turn (``idle_turn_quantile``) when losing costs
   no one — the engine idle and an unfinished prefill cancelled at the real request. A provider
   seen to make a real request reuse an unfinished prefill (a serial engine) is exempt.
+
+**The cold prefix goes at speech start** (:meth:`PrefillPlanner.decide_prefix`): the part of
+the prompt that does not depend on the caller's words (system prompt, tools, history) is known
+when the caller starts speaking, so it is planned then, with the whole turn to finish in,
+under the same size and load rules; not while this session's own real request (a greeting, the
+last turn) or a session warmup computes it, and not when the cache is known to hold it. The
+stable words follow as before. A prefix no real request read is counted as wasted.
 """
 
 from __future__ import annotations
@@ -66,6 +73,9 @@ class Skip(StrEnum):
     TURN_ENDED = "turn_ended"
     DISABLED = "disabled"
     ENGINE_BUSY = "engine_busy"
+    PREFIX_WARM = "prefix_warm"
+    WARMING = "warming"
+    REAL_PENDING = "real_pending"
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,13 @@ class PrefillConfig:
             at the real request (``PrefillPlanner.decide(..., cancels_unfinished=True)``).
             Default 0.75, a long turn (the quantile of the turn lengths measured, as
             :meth:`PrefillPlanner.time_left` reads them); otherwise the median.
+        prefix_on_speech: Plan the turn's cold prefix — everything the prompt carries that
+            does not depend on the caller's words (system prompt, tools, history) — when the
+            caller starts speaking (:meth:`PrefillPlanner.decide_prefix`), not at the first
+            stable word: it is known then, and ``cannot_finish`` gives it the whole turn.
+        prefix_min_tokens: The prefix goes at speech start only with at least this many
+            tokens the cache is not known to hold (a warm session's few new tokens ride on
+            the first stable word's prefill, as before).
     """
 
     first_words: int = 1
@@ -118,9 +135,11 @@ class PrefillConfig:
     dispatch_s: float = 0.35
     uncached_alarm: int = 2
     idle_turn_quantile: float = 0.75
+    prefix_on_speech: bool = True
+    prefix_min_tokens: int = 256
 
     def __post_init__(self):
-        for name in ("first_words", "min_new_words", "uncached_alarm"):
+        for name in ("first_words", "min_new_words", "uncached_alarm", "prefix_min_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"PrefillConfig.{name} must be an integer >= 1, got {value!r}")
@@ -166,6 +185,11 @@ class TurnAccount:
             the cheap rules and was sized (:class:`Decision`: sent, skipped by a size rule
             with its figures, or yielded with the load rule's reason). At most
             ``DECISIONS_KEPT``; ``decisions_dropped`` counts the rest.
+        prefix_prefills: Of ``prefills``, the cold prefixes sent when the caller started
+            speaking (:meth:`PrefillPlanner.decide_prefix`; their decisions have ``words`` 0).
+        prefix_wasted: Prefix prefills that no real request could read, by why: ``unused``
+            (the session ended before a real request: a caller who said nothing),
+            ``changed`` (the context stopped starting with what it carried: a reset).
     """
 
     prefills: int = 0
@@ -178,6 +202,8 @@ class TurnAccount:
     yielded: dict[str, int] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     decisions_dropped: int = 0
+    prefix_prefills: int = 0
+    prefix_wasted: dict[str, int] = field(default_factory=dict)
 
     def record(self, decision: Decision) -> None:
         """Keep one judged decision (bounded: a long turn keeps its first ones)."""
@@ -210,6 +236,10 @@ class TurnAccount:
         for reason, count in sorted(self.skipped.items()):
             if reason != Skip.ENGINE_BUSY.value:
                 fields[f"prefill_skipped_{reason}"] = count
+        if self.prefix_prefills:
+            fields["prefill_prefix_requests"] = self.prefix_prefills
+        for reason, count in sorted(self.prefix_wasted.items()):
+            fields[f"prefill_prefix_wasted_{reason}"] = count
         fields["prefill_decisions"] = [d.to_dict() for d in self.decisions]
         if self.decisions_dropped:
             fields["prefill_decisions_dropped"] = self.decisions_dropped
@@ -469,6 +499,8 @@ class PrefillPlanner:
         self._not_caching_below = 0
         self.not_caching_raised = False
         """Set once the provider was seen not to cache repeated prefixes (for a warning)."""
+        self._real_pending = False
+        self._prefix_pending: TurnAccount | None = None
 
     @property
     def turn_over(self) -> bool:
@@ -479,6 +511,16 @@ class PrefillPlanner:
     def in_flight(self) -> bool:
         """Whether a prefill request is outstanding."""
         return self._in_flight
+
+    @property
+    def real_pending(self) -> bool:
+        """Whether this session's real request left and its usage (or end) was not seen yet."""
+        return self._real_pending
+
+    @property
+    def caller_is_speaking(self) -> bool:
+        """Whether the VAD last reported the caller speaking in this turn."""
+        return self._speech_started is not None and not self._silent
 
     @property
     def in_flight_work_tokens(self) -> int:
@@ -547,6 +589,101 @@ class PrefillPlanner:
             None to send now (and the planner counts it as in flight), else why not.
         """
         reason = self.blocked(stable_words, now)
+        return self._judge(
+            reason,
+            stable_words,
+            prompt_tokens,
+            now,
+            engine_busy,
+            load_now=load_now,
+            queue_s=queue_s,
+            cancels_unfinished=cancels_unfinished,
+        )
+
+    def prefix_blocked(
+        self, prompt_tokens: int, now: float, *, warming: bool = False, next_turn: bool = False
+    ) -> Skip | None:
+        """Why the turn's cold prefix cannot go at speech start, or ``None``: the cheap rules.
+
+        Not counted in the turn's account (they are asked at every speech start, and a warm
+        session answers ``prefix_warm`` to each). ``next_turn``: judged for the turn after the
+        confirmed one (its account not opened yet).
+        """
+        if not self.config.prefix_on_speech:
+            return Skip.DISABLED
+        if self._turn_over and not next_turn:
+            return Skip.TURN_ENDED
+        if self._in_flight:
+            return Skip.IN_FLIGHT
+        if now < self._blocked_until:
+            return Skip.BACKING_OFF
+        if self._real_pending:
+            return Skip.REAL_PENDING
+        if warming:
+            return Skip.WARMING
+        if self._sent_tokens is not None and not next_turn:  # this turn's prefill carried it
+            return Skip.PREFIX_WARM
+        if max(0, prompt_tokens - self._known_cached) < self.config.prefix_min_tokens:
+            return Skip.PREFIX_WARM
+        return None
+
+    def decide_prefix(
+        self,
+        prompt_tokens: int,
+        now: float,
+        engine_busy: Callable[[int, float | None, float | None], Any] | None = None,
+        *,
+        load_now: int | None = None,
+        queue_s: float | None = None,
+        cancels_unfinished: bool = False,
+        warming: bool = False,
+    ) -> Skip | None:
+        """Whether to send the turn's cold prefix now, as the caller starts speaking.
+
+        The prefix (``prompt_tokens``: the prompt without the caller's words — system prompt,
+        tools, history) is what the first stable word's prefill would carry first, and it does
+        not depend on the words: it is known when the caller starts speaking, so planning it
+        then gives it the whole turn (``cannot_finish`` against :meth:`time_left` from speech
+        start) rather than what is left after the first stable word. Every size and load rule
+        is the stable update's (:meth:`decide`), as strict; the cheap ones are
+        :meth:`prefix_blocked` (``warming``: a session warmup is computing the same prefix now).
+        A sent prefix counts as the turn's prefill (``words`` 0); its words follow from the
+        first stable word once it finished, as a warm turn's.
+
+        Returns:
+            None to send the prefix now (in flight), else why not.
+        """
+        reason = self.prefix_blocked(prompt_tokens, now, warming=warming)
+        if reason is not None:
+            return reason
+        decision = self._judge(
+            None,
+            0,
+            prompt_tokens,
+            now,
+            engine_busy,
+            load_now=load_now,
+            queue_s=queue_s,
+            cancels_unfinished=cancels_unfinished,
+        )
+        if decision is None:
+            self.turn.prefix_prefills += 1
+            self._prefix_pending = self.turn
+        return decision
+
+    def _judge(
+        self,
+        reason: Skip | None,
+        stable_words: int,
+        prompt_tokens: int | None,
+        now: float,
+        engine_busy: Callable[[int, float | None, float | None], Any] | None,
+        *,
+        load_now: int | None,
+        queue_s: float | None,
+        cancels_unfinished: bool,
+    ) -> Skip | None:
+        """The size rules, then the load verdict; records the judged decision and its count."""
         judged = reason is None and prompt_tokens is not None
         work = max(0, (prompt_tokens or 0) - self._known_cached)
         figures: dict[str, float | None] = {}
@@ -670,6 +807,7 @@ class PrefillPlanner:
         self._in_flight = False
         self._in_flight_account = None
         if not ok:
+            self._prefix_pending = None  # a failed prefill is counted as failed
             if account is self.turn:  # it cached nothing: the next one counts from before it
                 self._sent_words, self._sent_tokens = self._unsent
             account.prefill_failures += 1
@@ -719,6 +857,7 @@ class PrefillPlanner:
         self._in_flight_account = None
         account.prefill_cancelled += 1
         account.cancelled[reason] = account.cancelled.get(reason, 0) + 1
+        self._prefix_pending = None  # counted as cancelled, not again as wasted
         if account is self.turn:
             self._sent_words, self._sent_tokens = self._unsent
         if self._overlapped_tokens:
@@ -731,6 +870,8 @@ class PrefillPlanner:
         first token (:meth:`real_request`) is tagged with it.
         """
         self._dispatch_load = load_now
+        self._real_pending = True
+        self._prefix_pending = None  # a real request reads what the prefix prefill computed
         if self._in_flight:
             self._overlapped_tokens = self._in_flight_tokens
             self._overlapped_base = self._known_cached
@@ -755,6 +896,7 @@ class PrefillPlanner:
             as a speed or queueing sample.
         """
         load, self._dispatch_load = busiest(self._dispatch_load, load_after), None
+        self._real_pending = False
         if cached_tokens is None:
             self._overlapped_tokens = 0
             self._known_cached = max(self._known_cached, prompt_tokens)
@@ -775,6 +917,41 @@ class PrefillPlanner:
         self._overlap_cancelled = False
         self._known_cached = max(self._known_cached, prompt_tokens)
         return clean
+
+    def real_request_ended(self) -> None:
+        """The real request's response ended (or was interrupted) without usage being seen."""
+        self._real_pending = False
+
+    def prefix_cached(self, tokens: int) -> None:
+        """The provider's cache is known to hold the prompt's first ``tokens``.
+
+        A session warmup committed them: the speech-start prefix does not go again.
+        """
+        self._known_cached = max(self._known_cached, int(tokens))
+
+    def prefix_changed(self) -> None:
+        """The context no longer starts with what the cache is known to hold (a reset).
+
+        What the planner knew cached is dropped (the next prefill is judged cold again), and a
+        prefix prefill no real request read yet counts as wasted (``changed``).
+        """
+        self._known_cached = 0
+        self._overlapped_base = 0
+        if not self._in_flight:
+            self._sent_tokens = None
+        self._waste_prefix("changed")
+
+    def session_ended(self) -> None:
+        """The session ended: a prefix prefill no real request followed counts as wasted.
+
+        ``unused``: the caller started speaking and never had a turn sent.
+        """
+        self._waste_prefix("unused")
+
+    def _waste_prefix(self, why: str) -> None:
+        account, self._prefix_pending = self._prefix_pending, None
+        if account is not None:
+            account.prefix_wasted[why] = account.prefix_wasted.get(why, 0) + 1
 
     def caller_silent(self, now: float | None = None, stop_secs: float = 0.0) -> None:
         """The VAD reports the caller stopped speaking (``stop_secs`` after their last word)."""

@@ -29,7 +29,9 @@ from pipecat.frames.frames import (
     CancelFrame,
     EndFrame,
     Frame,
+    InterruptionFrame,
     LLMContextFrame,
+    LLMFullResponseEndFrame,
     MetricsFrame,
     StartFrame,
     UserStoppedSpeakingFrame,
@@ -67,6 +69,10 @@ from pipecat_fast.tokens import count_tokens
 
 _SPEEDS: dict[tuple[Any, ...], ProviderSpeed] = {}
 _CALLER_TURNS = CallerTurns()
+
+PREFIX_USER_TEXT = "..."
+"""The user message of a speech-start prefix prefill (the caller's words are not known yet;
+some providers refuse an empty message). What the cache keeps is the prompt before it."""
 
 STABILISER_CHECK_WORDS = 3
 """A caller turn of this many words yields interim transcripts on any streaming STT, so a
@@ -137,6 +143,9 @@ class SpeculativePrefill(FrameProcessor):
         yield_config: When prefills back off under load
             (:class:`~pipecat_fast.load.YieldConfig`; ``YieldConfig(enabled=False)`` never
             yields).
+        warmup: The session's :class:`~pipecat_fast.warmup.SessionWarmup`, if it has one:
+            the speech-start prefix prefill does not go while the warmup still runs (it
+            computes the same prefix) or once it committed the prefix to the cache.
         **kwargs: Passed to ``FrameProcessor``.
 
     Attributes:
@@ -160,6 +169,7 @@ class SpeculativePrefill(FrameProcessor):
         speed: ProviderSpeed | None = None,
         load: EngineLoad | None = None,
         yield_config: YieldConfig | None = None,
+        warmup: Any = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -219,6 +229,8 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_load_held = False
         self._prefill_handle: int | None = None
         self._prefill_cancel_reason: CancelReason | None = None
+        self._prefill_warmup = warmup
+        self._prefill_prefix_seen: tuple[Any, list[str]] | None = None
         self.turns: list[TurnAccount] = []
         self._prefill_explain_provider()
         if llm is not None:
@@ -276,6 +288,13 @@ class SpeculativePrefill(FrameProcessor):
             if self._prefill_user_turn_ended:  # the last turn was answered by a held draft
                 self._prefill_user_turn_ended = False
                 self._check_stabiliser(self._prefill_context)
+            await self._on_speech_start(now)
+        elif isinstance(frame, InterruptionFrame):
+            # A barge-in cancels the LLM's reply in flight: the prefix may go now.
+            if planner.real_pending:
+                planner.real_request_ended()
+                if planner.caller_is_speaking:
+                    await self._on_speech_start(now)
         elif isinstance(frame, UserStoppedSpeakingFrame) and direction == FrameDirection.DOWNSTREAM:
             # The turn is confirmed: the real request (or a held draft) answers it now.
             planner.stop_turn()
@@ -283,6 +302,8 @@ class SpeculativePrefill(FrameProcessor):
             await self._annotate(planner.turn)
         elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
             self._prefill_sent_real_at = now
+            self._check_prefix(frame.context)
+            self._prefill_prefix_seen = None
             planner.request_dispatched(now, self._prefill_load.requests_now(self._prefill_yield))
             await self._prefill_dispatched()
             if self._prefill_user_turn_ended:
@@ -301,8 +322,10 @@ class SpeculativePrefill(FrameProcessor):
         if self._prefill_hooked and self._prefill_llm is not None:
             remove_inline_frame_hooks(self._prefill_llm, before_push=self._prefill_on_llm_push)
             self._prefill_hooked = False
-        if self._prefill_turn is not None:
-            self.turns.append(self._prefill_planner.end_turn())
+        planner = self._prefill_planner
+        planner.session_ended()  # a prefix prefill no real request followed is counted
+        if self._prefill_turn is not None or planner.turn.prefills:
+            self.turns.append(planner.end_turn())
             self._prefill_turn = None
         if self._prefill_user_turn_ended:  # the call ended on a turn a held draft answered
             self._prefill_user_turn_ended = False
@@ -347,7 +370,8 @@ class SpeculativePrefill(FrameProcessor):
             self._warn_once(
                 "no-stabiliser",
                 f"the caller spoke a {words}-word turn and no StableTranscriptFrame reached "
-                "this processor, so it sent no prefill. Put TwoUpdateStabilizer() between the "
+                "this processor, so it sent no prefill of the caller's words (only the cold prefix "
+                "as they started speaking). Put TwoUpdateStabilizer() between the "
                 "STT and the user aggregator, which consumes transcripts: [transport.input(), "
                 "stt, TwoUpdateStabilizer(), pair.user(), SpeculativePrefill(llm, "
                 "context=context), llm, ...]",
@@ -392,6 +416,7 @@ class SpeculativePrefill(FrameProcessor):
             self._prefill_turn = frame.turn
         if not frame.text.strip() or frame.word_count <= 0:
             return
+        self._check_prefix(self._prefill_context)
         now = time.monotonic()
         if planner.blocked(frame.word_count, now) is not None:
             planner.decide(frame.word_count, None, now)  # counts it
@@ -423,6 +448,64 @@ class SpeculativePrefill(FrameProcessor):
         self._prefill_task = self.create_task(
             self._run_prefill(frame.text, account), f"prefill-turn{frame.turn}"
         )
+
+    async def _on_speech_start(self, now: float) -> None:
+        """The caller started speaking: the turn's cold prefix may go now, before any word."""
+        planner = self._prefill_planner
+        if not self.config.prefix_on_speech or self._prefill_task is not None:
+            return
+        try:
+            tokens = await self._estimate_tokens(PREFIX_USER_TEXT)
+        except Exception as e:  # fail open: the first stable word's prefill carries it
+            self._prefill_log.warning(
+                f"could not size the prefix ({type(e).__name__}: {e})", key="size-failed"
+            )
+            return
+        warmup = self._prefill_warmup
+        warming = bool(getattr(warmup, "running", False))
+        if getattr(getattr(warmup, "report", None), "prefix_committed", False):
+            planner.prefix_cached(tokens)
+        if planner.turn_over:
+            # The last turn was confirmed and its account is closed only at the next stable
+            # word: a cold prefix here opens the next turn (a context reset, or a long tool
+            # result), so close it now; a warm one (every ordinary turn) changes nothing.
+            if planner.prefix_blocked(tokens, now, warming=warming, next_turn=True) is not None:
+                return
+            if self._prefill_turn is not None:
+                self.turns.append(planner.end_turn())
+            else:
+                planner.end_turn()
+            self._prefill_turn = None
+        load = self._prefill_load
+        reason = planner.decide_prefix(
+            tokens,
+            now,
+            engine_busy=self._engine_busy,
+            load_now=load.requests_now(self._prefill_yield),
+            queue_s=load.queue_now(),
+            cancels_unfinished=self._cancels_unfinished(),
+            warming=warming,
+        )
+        if reason is not None:
+            if reason is Skip.CANNOT_FINISH:
+                self._explain_skip(reason, tokens)
+            return
+        context = self._prefill_context
+        self._prefill_prefix_seen = (id(context.tools), [repr(m) for m in context.get_messages()])
+        self._prefill_task = self.create_task(
+            self._run_prefill(PREFIX_USER_TEXT, planner.turn), "prefill-prefix"
+        )
+
+    def _check_prefix(self, context: Any) -> None:
+        """Whether the context still starts with what the speech-start prefix carried."""
+        seen = self._prefill_prefix_seen
+        if seen is None or not isinstance(context, LLMContext):
+            return
+        tools, messages = seen
+        now = [repr(m) for m in context.get_messages()[: len(messages)]]
+        if tools != id(context.tools) or now != messages:
+            self._prefill_prefix_seen = None
+            self._prefill_planner.prefix_changed()
 
     def _engine_busy(
         self, work_tokens: int, idle_s: float | None = None, time_left_s: float | None = None
@@ -535,6 +618,9 @@ class SpeculativePrefill(FrameProcessor):
 
     def _prefill_on_llm_push(self, service: Any, frame: Frame) -> None:
         """Inline in the LLM's task: its TTFB and usage metrics, for the provider's speed."""
+        if isinstance(frame, LLMFullResponseEndFrame):
+            self._prefill_planner.real_request_ended()
+            return
         if not isinstance(frame, MetricsFrame):
             return
         for item in frame.data:

@@ -129,6 +129,11 @@ class SessionWarmup:
             )
         return self._warm_task
 
+    @property
+    def running(self) -> bool:
+        """Whether the warmup was started and has not finished (its prefix is being computed)."""
+        return self._warm_task is not None and not self._warm_task.done()
+
     async def wait(self, timeout_s: float | None = None) -> WarmupReport:
         """Wait for a started warmup (at most ``timeout_s``; it goes on past that)."""
         if self._warm_task is not None:

@@ -500,7 +500,9 @@ async def test_without_a_stabiliser_before_the_aggregator_it_says_so_once(
         frames = paced(*spoken_turn(turn), *spoken_turn(["yes", "that", "works", "fine"]))
         await run_test(pipeline, frames_to_send=frames)
         assert pacer.timed_out == []
-    assert [r for r in emulator.requests if r.max_tokens == 1] == []
+    # No prefill of the caller's words: only the turn's cold prefix, at speech start.
+    prefills = [r for r in emulator.requests if r.max_tokens == 1]
+    assert len(prefills) == sum(t.prefix_prefills for t in prefill.turns) <= 1
     [warning] = [m for m in log_lines if "no StableTranscriptFrame" in m]
     assert "the caller spoke a 8-word turn" in warning
     assert "Put TwoUpdateStabilizer() between the STT and the user aggregator" in warning
@@ -561,3 +563,79 @@ async def test_with_the_stabiliser_in_place_no_such_warning(log_lines):
         assert pacer.timed_out == []
     assert [r for r in emulator.requests if r.max_tokens == 1]  # it prefilled
     assert not [m for m in log_lines if "no StableTranscriptFrame" in m]
+
+
+# -- the cold prefix at speech start ---------------------------------------------------------
+
+
+def sent(emulator, n, what="the prefix prefill reached the server"):
+    return Until(lambda: len([r for r in emulator.requests if r.max_tokens == 1]) >= n, what=what)
+
+
+async def test_the_cold_prefix_goes_when_the_caller_starts_speaking_before_any_word():
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [VADUserStartedSpeakingFrame(), sent(emulator, 1), idle(prefill)]
+        frames += [stable("I would like to book a cleaning"), idle(prefill)]
+        down, _ = await run(prefill, llm, *frames, *real_turn(context))
+        [prefix, *_] = [r for r in emulator.requests if r.max_tokens == 1]
+        [real] = [r for r in emulator.requests if r.max_tokens != 1]
+    # Sent on the VAD's start alone, before any stable word, carrying the whole cold context.
+    assert prefix.prompt_tokens > 2000 and prefix.cached_tokens == 0
+    assert real.cached_tokens >= prefix.prompt_tokens // 128 * 128 - 128
+    [note] = [f for f in down if isinstance(f, TTFAAnnotationFrame)]
+    assert note.fields["prefill_prefix_requests"] == 1
+    assert note.fields["prefill_decisions"][0]["words"] == 0
+
+
+class _Warmup:
+    def __init__(self, running, committed):
+        self.running = running
+        self.report = type("Report", (), {"prefix_committed": committed})()
+
+
+@pytest.mark.parametrize(("running", "committed"), [(True, False), (False, True)])
+async def test_no_prefix_at_speech_start_while_a_warmup_runs_or_once_it_committed(
+    running, committed
+):
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        warmup = _Warmup(running, committed)
+        prefill = SpeculativePrefill(llm, context=context, warmup=warmup)
+        await run(prefill, llm, VADUserStartedSpeakingFrame(), idle(prefill))
+    assert [r for r in emulator.requests if r.max_tokens == 1] == []
+
+
+async def test_a_caller_who_never_says_a_word_costs_one_prefix_counted_as_unused():
+    async with OpenAIEmulator(FAST) as emulator:
+        context = LLMContext()
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [VADUserStartedSpeakingFrame(), sent(emulator, 1), idle(prefill)]
+        await run(prefill, llm, *frames, VADUserStoppedSpeakingFrame(stop_secs=0.2))
+    assert len(emulator.requests) == 1
+    [turn] = prefill.turns
+    assert turn.prefix_wasted == {"unused": 1}
+
+
+async def test_a_context_reset_after_the_prefix_counts_it_wasted_and_resends_the_prompt():
+    async with OpenAIEmulator(FAST) as emulator:
+        history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+        context = LLMContext(messages=history)
+        llm = llm_for(emulator)
+        prefill = SpeculativePrefill(llm, context=context)
+        frames = [VADUserStartedSpeakingFrame(), sent(emulator, 1), idle(prefill)]
+        reset = Until(
+            lambda: context.set_messages([{"role": "user", "content": "x " * 400}]) or True,
+            what="the context was reset",
+        )
+        frames += [reset, stable("I would like to book a cleaning"), idle(prefill)]
+        await run(prefill, llm, *frames)
+    [turn] = prefill.turns
+    assert turn.prefix_wasted == {"changed": 1}
+    # The words' prefill is judged with the new context cold (nothing known cached).
+    assert turn.decisions[-1].outcome == "sent"
+    assert turn.decisions[-1].work_tokens > 2000
