@@ -132,6 +132,11 @@ def summarize_load(
                 )
                 if config != BASELINE
                 else None,
+                "first_turn_prefix": first_turn_prefix(
+                    [*(t for t in mine if t.get("turn") == 0), *_first_bg(bg)]
+                )
+                if config != BASELINE
+                else None,
                 "engine_busy": _mean(e.get("engine_busy") for e in eps),
                 "waiting_mean": _mean(e.get("waiting_mean") for e in eps),
                 "bench_cpu": _mean(e.get("bench_cpu") for e in eps),
@@ -237,6 +242,26 @@ def first_turn_prefill(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "sent": sent,
         "cancelled": cancelled,
         "not_sent_by": dict(sorted(not_sent.items())),
+    }
+
+
+def first_turn_prefix(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The first turns' speech-start prefix decisions (``words`` 0): what each one was.
+
+    Returns:
+        ``{"turns", "sent", "decisions": {reason: n}}``: turns with a prefix prefill sent,
+        and every speech-start decision by its reason (``sent``, ``busy``, ``cannot_finish``...).
+    """
+    decisions: dict[str, int] = {}
+    for row in rows:
+        for d in row.get("prefill_decisions") or ():
+            if d.get("words") == 0 and d.get("reason"):
+                reason = str(d["reason"])
+                decisions[reason] = decisions.get(reason, 0) + 1
+    return {
+        "turns": len(rows),
+        "sent": sum(1 for row in rows if int(row.get("prefill_prefix_requests") or 0) > 0),
+        "decisions": dict(sorted(decisions.items())),
     }
 
 

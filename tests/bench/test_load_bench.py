@@ -229,6 +229,40 @@ def test_every_speculative_decision_is_counted_by_its_reason_per_config_and_k():
     assert table["stock"]["4"]["first_turn_prefill"] is None
 
 
+def test_the_first_turns_speech_start_prefix_decisions_are_counted_apart():
+    prefix_busy = {"outcome": "yielded", "reason": "busy", "words": 0}
+    prefix_sent = {"outcome": "sent", "reason": "sent", "words": 0}
+    words_skip = {"outcome": "skipped", "reason": "cannot_finish", "words": 2}
+    turns = [
+        _turn("stock", 4, 0, 3000.0),
+        _turn(
+            "prefill",
+            4,
+            0,
+            900.0,
+            prefill_requests=1,
+            prefill_prefix_requests=1,
+            prefill_decisions=[prefix_sent],
+        ),
+    ]
+    background = [
+        {
+            "config": "prefill",
+            "k": 4,
+            "turn": 0,
+            "reply_ms": 3000.0,
+            "accounting": {"prefill_requests": 0, "prefill_decisions": [prefix_busy, words_skip]},
+        },
+    ]
+    table = summarize_load(turns, background, [], [], ["stock", "prefill"], [4])
+    assert table["prefill"]["4"]["first_turn_prefix"] == {
+        "turns": 2,
+        "sent": 1,
+        "decisions": {"busy": 1, "sent": 1},
+    }
+    assert table["stock"]["4"]["first_turn_prefix"] is None
+
+
 def test_a_turn_without_a_judged_decision_is_labelled_by_its_other_skips_never_by_pacing():
     from pipecat_fast.bench.load_report import turn_prefill_verdict
 
