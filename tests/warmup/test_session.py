@@ -283,3 +283,14 @@ async def test_anthropic_without_prompt_caching_is_not_warmed():
         report = await SessionWarmup(llm, policy=fresh_policy()).run()
         assert emulator.requests == []
     assert not report.warmed and report.reason == "caching_off"
+
+
+async def test_running_says_whether_the_warmup_is_still_computing_the_prefix():
+    # What the speculative prefill reads at speech start (SpeculativePrefill(warmup=...)).
+    async with OpenAIEmulator(FAST) as emulator:
+        warmup = SessionWarmup(openai_llm(emulator), tools_context(), policy=fresh_policy())
+        assert warmup.running is False  # not started
+        warmup.start()
+        assert warmup.running is True
+        report = await warmup.wait()
+        assert warmup.running is False and report.prefix_committed
