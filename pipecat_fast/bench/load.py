@@ -504,6 +504,7 @@ def load_table(report: dict[str, Any]):
         "p95",
         "ratio p50",
         "p95",
+        "p50 first / later",
         "reply p95",
         "queue p95",
         "tokens/turn",
@@ -535,6 +536,7 @@ def load_table(report: dict[str, Any]):
                 ms(f.get("ttfa_p95_ms")),
                 r(f.get("ratio_p50")),
                 r(f.get("ratio_p95")),
+                kinds_text(f.get("by_turn")),
                 ms(f.get("reply_p95_ms")),
                 ms(f.get("queue_p95_ms")),
                 ms(f.get("computed_per_turn")),
@@ -548,6 +550,14 @@ def load_table(report: dict[str, Any]):
                 r(f.get("bench_cpu")),
             )
     return table
+
+
+def kinds_text(by_turn: dict[str, Any] | None) -> str:
+    """The first and later turns' paired p50 ratios, ``"0.890 / 0.840"``."""
+    if not by_turn:
+        return "-"
+    values = [(by_turn.get(kind) or {}).get("ratio_p50") for kind in ("first", "later")]
+    return " / ".join("-" if v is None else f"{v:.3f}" for v in values)
 
 
 def counts_text(counts: dict[str, int] | None) -> str:

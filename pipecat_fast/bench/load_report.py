@@ -144,8 +144,32 @@ def summarize_load(
                 "loop_lag_p95_ms": _mean(e.get("loop_lag_p95_ms") for e in eps),
                 "episodes": len(eps),
             }
+            figures["by_turn"] = {
+                kind: _kind_figures(rows_k, config, keep) for kind, keep in _TURN_KINDS.items()
+            }
             table[config][str(k)] = figures
     return table
+
+
+# A call's first turn is cold (its prompt is not in the engine's cache) and takes seconds;
+# its later turns are warm and take well under one. Pooled, a p50 over both lands on one kind
+# or the other by a single turn, so the report also pairs each kind on its own.
+_TURN_KINDS = {
+    "first": lambda row: row.get("turn") == 0,
+    "later": lambda row: (row.get("turn") or 0) > 0,
+}
+
+
+def _kind_figures(rows_k: Sequence[dict[str, Any]], config: str, keep) -> dict[str, Any]:
+    rows = [t for t in rows_k if t["config"] in (BASELINE, config) and keep(t)]
+    pair = paired_summary(rows, [BASELINE, config], BASELINE)
+    mine = pair["configs"].get(config, {})
+    return {
+        "n_paired": pair["n_paired"],
+        "ttfa_p50_ms": mine.get("ttfa_p50_ms"),
+        "ratio_p50": pair["ratios"].get(config, {}).get("p50"),
+        "ratio_p95": pair["ratios"].get(config, {}).get("p95"),
+    }
 
 
 def _first_bg(bg: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -270,25 +294,36 @@ def goals(table: dict[str, dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]
 
     ``p95_ok``: p95 ratio to stock at the same K at most 1.05 (the noise floor of a paired
     run on this machine, docs/bench.md). ``p50_kept``: the p50 gain (1 - ratio) at K is at
-    least half the gain at the smallest K.
+    least half the gain at the smallest K. ``p50_kept_first`` / ``p50_kept_later``: the same
+    for the calls' first (cold) turns and their later (warm) turns, each paired on its own
+    (``by_turn``), since the pooled p50 falls on one kind or the other by one turn.
     """
     out: dict[str, Any] = {}
     first = str(min(ks))
     for config, by_k in table.items():
         if config == BASELINE:
             continue
-        base_gain = _gain(by_k.get(first, {}).get("ratio_p50"))
         out[config] = {}
         for k in ks:
             row = by_k.get(str(k), {})
-            gain = _gain(row.get("ratio_p50"))
-            out[config][str(k)] = {
+            verdict = {
                 "p95_ok": None if row.get("ratio_p95") is None else row["ratio_p95"] <= 1.05,
-                "p50_kept": None
-                if gain is None or base_gain is None or base_gain <= 0
-                else gain >= 0.5 * base_gain,
+                "p50_kept": _kept(by_k.get(first, {}).get("ratio_p50"), row.get("ratio_p50")),
             }
+            for kind in _TURN_KINDS:
+                base = ((by_k.get(first, {}).get("by_turn") or {}).get(kind) or {}).get("ratio_p50")
+                here = ((row.get("by_turn") or {}).get(kind) or {}).get("ratio_p50")
+                verdict[f"p50_kept_{kind}"] = _kept(base, here)
+            out[config][str(k)] = verdict
     return out
+
+
+def _kept(base_ratio: float | None, ratio: float | None) -> bool | None:
+    """Whether the gain at ``ratio`` is at least half the gain at ``base_ratio``."""
+    gain, base_gain = _gain(ratio), _gain(base_ratio)
+    if gain is None or base_gain is None or base_gain <= 0:
+        return None
+    return gain >= 0.5 * base_gain
 
 
 def _gain(ratio: float | None) -> float | None:
