@@ -43,6 +43,7 @@ _SIMPLE = (
 _PATH = regex.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 _QUOTED = regex.compile(r"""^\s*(["'])(.*?)\1""")
 _FORMAT_ARG = regex.compile(r"""(["'])((?:(?!\1).)*%(?:(?!\1).)*)\1""")
+_CALL = regex.compile(r"""(?<![\w.'"])([A-Za-z_]\w*)\s*\(""")
 _CONTROL = ("#", "/", ">", "!", "^", "&", "else", "end")
 
 
@@ -112,6 +113,11 @@ def parse_expression(expr: str, start: int, end: int) -> Placeholder | None:
         if m:
             fmt = m.group(2)
             break
+    clock = _engine_clock(head)
+    if clock is not None:
+        # `{{ (as_timestamp(now()) | timestamp_custom("%H:%M")) }}`: the engine's clock read
+        # inside another call or parentheses is still the clock, formatted by what wraps it.
+        return Placeholder(start, end, clock, False, True, filter_names, fmt)
     q = _QUOTED.match(head)
     if q:
         return Placeholder(start, end, q.group(2).strip(), True, False, filter_names, fmt)
@@ -120,6 +126,15 @@ def parse_expression(expr: str, start: int, end: int) -> Placeholder | None:
         return None
     rest = head.strip()[m.end() :]
     return Placeholder(start, end, m.group(), False, rest.startswith("("), filter_names, fmt)
+
+
+def _engine_clock(head: str) -> str | None:
+    """The template engine's clock function called anywhere in an expression (``now()``)."""
+    calls = prompt_vars.template_clock_calls()
+    for m in _CALL.finditer(head):
+        if m.group(1) in calls:
+            return m.group(1)
+    return None
 
 
 def find_placeholders(text: str) -> Iterator[Placeholder]:

@@ -936,8 +936,28 @@ class Classifier:
         if not ix.is_imported(node) and all(s.guessed for s in base):
             # Nothing, or only a guess from the receiver's name or type (`call:
             # CallStateModel`): the field's own name says more (`call.messages`).
-            base = self._by_name(node.attr, node) or base
+            base = (
+                self._by_name(node.attr, node)
+                or self._by_owner(receiver_words, node.attr, node)
+                or base
+            )
         return _plain(base)
+
+    def _by_owner(self, receiver_words: list[str], attr: str, node: ast.AST) -> list[Source]:
+        """A field read off an object named for a person's record: ``user.name``, ``guest.info``.
+
+        The field's name alone says nothing (``name``, ``info``), but with its owner it reads
+        as a placeholder's dotted path does (``user_name``: per-caller data). Only owners that
+        name a person whose record it is (a user, a customer, a guest...), never an agent or a
+        bot, whose fields are configuration.
+        """
+        if not receiver_words or receiver_words[-1] not in _PERSON_OWNERS:
+            return []
+        guess = classify_name(f"{receiver_words[-1]}_{attr}")
+        if guess is None:
+            return []
+        what = f"{receiver_words[-1]}.{attr}"
+        return [Source(guess[0], guess[1], node, what, guessed=True)]
 
     # -- calls ------------------------------------------------------------------------
 
@@ -1213,6 +1233,15 @@ _STATE_OWNERS = {
     "guest",
     "contact",
 }
+_PERSON_OWNERS = _STATE_OWNERS - {"call", "session", "conversation"} | {
+    "member",
+    "student",
+    "player",
+    "subscriber",
+    "visitor",
+    "candidate",
+}
+"""Receivers whose fields are one person's record (``user.name``, ``candidate.info``)."""
 _STATE_WORDS = {"state", "profile", "details"}
 _CALL_METADATA = {"metadata", "attributes"}
 FRAMEWORK_CLOCK_TEXT = {

@@ -103,6 +103,24 @@ Not ``userdata``: LiveKit's ``AgentSession(userdata=...)``/``RunContext.userdata
 app's own session-state object (an order, a menu, flags), so what it holds is judged by
 its fields' names (``userdata.customer_name`` is caller data, ``userdata.drink_items``
 is not)."""
+_EARLIER_WORDS = {"last", "previous", "prev", "prior", "past"}
+_EARLIER_RECORDS = {
+    "session",
+    "sessions",
+    "checkin",
+    "checkins",
+    "visit",
+    "visits",
+    "context",
+    "summary",
+    "recap",
+    "entry",
+    "notes",
+    "memory",
+}
+"""What is kept from the caller's earlier sessions (``last_session_summary``,
+``previous_context``, ``last_checkin``): read per caller when the call starts, so per
+session. The earlier word is needed: a ``summary`` or ``context`` alone may be anything."""
 _DETECTED_WORDS = {"detected"}
 """What a detector found in the caller's speech (a language, an emotion, an intent): it
 changes with the caller, so per session at least (``self.language_detector.dominant_language``,
@@ -198,6 +216,8 @@ def classify_name(identifier: str, constant: bool = False) -> tuple[str, Frequen
         return "CB103", Frequency.SESSION, "a per-caller record"
     if ws & _DETECTED_WORDS:
         return "CB103", Frequency.SESSION, "what was detected in the caller's speech"
+    if ws & _EARLIER_WORDS and ws & _EARLIER_RECORDS and not ws & _HISTORY_WORDS:
+        return "CB103", Frequency.SESSION, "a record of the caller's earlier sessions"
     if ws & _GAME_WORDS and not ws & {"trip", "robin"}:
         return "CB103", Frequency.SESSION, "per-session game state"
     if ws & _RANDOM_WORDS:
