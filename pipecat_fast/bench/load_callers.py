@@ -334,6 +334,15 @@ class BackgroundCaller:
         """Other requests on the engine now, as the prefill tags its timings with."""
         return self.load.requests_now(self.yield_config) if self.load is not None else None
 
+    def _prefill_load_args(self) -> dict[str, Any]:
+        """What the planner's prefill decisions read of the engine's load, at this moment."""
+        return {
+            "engine_busy": self._busy(Kind.PREFILL),
+            "load_now": self._load_now(),
+            "queue_s": self.load.queue_now() if self.load is not None else None,
+            "cancels_unfinished": self._cancels_unfinished(),
+        }
+
     def _busy(self, kind: Kind):
         if self.load is None:
             return None
@@ -362,15 +371,7 @@ class BackgroundCaller:
             planner.decide(words, None, now)
             return
         tokens = await self._estimate(text)
-        decision = planner.decide(
-            words,
-            tokens,
-            now,
-            engine_busy=self._busy(Kind.PREFILL),
-            load_now=self._load_now(),
-            queue_s=self.load.queue_now() if self.load is not None else None,
-            cancels_unfinished=self._cancels_unfinished(),
-        )
+        decision = planner.decide(words, tokens, now, **self._prefill_load_args())
         if decision is None:
             self._send_prefill(text)
 
@@ -380,14 +381,7 @@ class BackgroundCaller:
     async def _maybe_prefix(self, now: float) -> None:
         """As the pipeline's prefill at the VAD's speech start: the turn's cold prefix."""
         tokens = await self._estimate(PREFIX_USER_TEXT)
-        decision = self.planner.decide_prefix(
-            tokens,
-            now,
-            engine_busy=self._busy(Kind.PREFILL),
-            load_now=self._load_now(),
-            queue_s=self.load.queue_now() if self.load is not None else None,
-            cancels_unfinished=self._cancels_unfinished(),
-        )
+        decision = self.planner.decide_prefix(tokens, now, **self._prefill_load_args())
         if decision is None:
             self._send_prefill(PREFIX_USER_TEXT)
 

@@ -311,11 +311,15 @@ def goals(table: dict[str, dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]
                 "p50_kept": _kept(by_k.get(first, {}).get("ratio_p50"), row.get("ratio_p50")),
             }
             for kind in _TURN_KINDS:
-                base = ((by_k.get(first, {}).get("by_turn") or {}).get(kind) or {}).get("ratio_p50")
-                here = ((row.get("by_turn") or {}).get(kind) or {}).get("ratio_p50")
-                verdict[f"p50_kept_{kind}"] = _kept(base, here)
+                base = _kind_ratio(by_k.get(first, {}), kind)
+                verdict[f"p50_kept_{kind}"] = _kept(base, _kind_ratio(row, kind))
             out[config][str(k)] = verdict
     return out
+
+
+def _kind_ratio(row: dict[str, Any], kind: str) -> float | None:
+    """One turn kind's paired p50 ratio in a table row (``None`` where it has none)."""
+    return ((row.get("by_turn") or {}).get(kind) or {}).get("ratio_p50")
 
 
 def _kept(base_ratio: float | None, ratio: float | None) -> bool | None:

@@ -499,18 +499,8 @@ def lint_path(
                 project=project,
                 breakpoints=True if breakpoints else None,
             )
-        elif kind == "json":
-            found = lint_json(
-                text,
-                provider,
-                model,
-                rendered=rendered,
-                encoding=encoding,
-                table=table,
-                bound=bound,
-            )
-        elif kind == "yaml":
-            found = lint_yaml(
+        elif kind in ("json", "yaml"):
+            found = (lint_json if kind == "json" else lint_yaml)(
                 text,
                 provider,
                 model,

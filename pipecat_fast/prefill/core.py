@@ -120,7 +120,9 @@ class PrefillConfig:
             stable word: it is known then, and ``cannot_finish`` gives it the whole turn.
         prefix_min_tokens: The prefix goes at speech start only with at least this many
             tokens the cache is not known to hold (a warm session's few new tokens ride on
-            the first stable word's prefill, as before).
+            the first stable word's prefill, as before). 256 tokens: the size the load rules
+            call cold work (:attr:`pipecat_fast.load.YieldConfig.cold_tokens`), so a prefix
+            sent at speech start is one those rules judge as cold.
     """
 
     first_words: int = 1
