@@ -34,12 +34,13 @@ MAX_PLACEHOLDERS = 400
 
 _EXPR = regex.compile(r"\{\{-?\s*((?:(?!\}\}|\{\{)[^\n]){1,200}?)\s*-?\}\}")
 """``{{ ... }}`` on one line: Mustache/Handlebars names, Liquid and Jinja expressions."""
-_SIMPLE = (
+SIMPLE_PLACEHOLDERS = (
     (regex.compile(r"\$\{([A-Za-z_]\w*)\}"), "error"),
     (regex.compile(r"%\(([A-Za-z_]\w*)\)[sdr]"), "error"),
     (regex.compile(r"(?<!\{)\{([A-Z][A-Z0-9_]*)\}(?!\})"), "error"),
     (regex.compile(r"(?<![{$\w])\{([a-z_][A-Za-z0-9_]*)\}(?!\})"), "warning"),
 )
+"""Single-brace and ``${}``/``%()`` placeholders, with the severity of one left unfilled."""
 _PATH = regex.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 _QUOTED = regex.compile(r"""^\s*(["'])(.*?)\1""")
 _FORMAT_ARG = regex.compile(r"""(["'])((?:(?!\1).)*%(?:(?!\1).)*)\1""")
@@ -147,7 +148,7 @@ def find_placeholders(text: str) -> Iterator[Placeholder]:
             count += 1
             if count >= MAX_PLACEHOLDERS:
                 return
-    for pattern, level in _SIMPLE:
+    for pattern, level in SIMPLE_PLACEHOLDERS:
         for m in pattern.finditer(text):
             yield Placeholder(m.start(), m.end(), m.group(1), level=level, double=False)
             count += 1

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 import regex
 
 from pipecat_fast.lint.findings import Frequency
-from pipecat_fast.lint.placeholders import classify_placeholder, find_placeholders
+from pipecat_fast.lint.placeholders import (
+    SIMPLE_PLACEHOLDERS,
+    classify_placeholder,
+    find_placeholders,
+)
 
 MAX_SPANS_PER_DETECTOR = 200
 """Stop after this many hits per detector, so a huge file cannot flood memory or output."""
@@ -122,10 +126,7 @@ _ROLE_LINE = regex.compile(
 _JSON_ROLE = regex.compile(r'"role"\s*:\s*"(?:user|assistant)"')
 _PLACEHOLDERS = (
     (regex.compile(r"\{\{\s*([A-Za-z_][\w.]*)\s*\}\}"), "error"),
-    (regex.compile(r"\$\{([A-Za-z_]\w*)\}"), "error"),
-    (regex.compile(r"%\(([A-Za-z_]\w*)\)[sdr]"), "error"),
-    (regex.compile(r"(?<!\{)\{([A-Z][A-Z0-9_]*)\}(?!\})"), "error"),
-    (regex.compile(r"(?<![{$\w])\{([a-z_][A-Za-z0-9_]*)\}(?!\})"), "warning"),
+    *SIMPLE_PLACEHOLDERS,
 )
 
 
