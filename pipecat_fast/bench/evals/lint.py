@@ -290,11 +290,42 @@ def _early_dynamic(entry: dict) -> bool:
     return str(entry.get("verdict", "")).upper().startswith("POSITIVE")
 
 
+def cut_to_lines(excerpts: list[Excerpt], lines: object) -> list[Excerpt]:
+    """The first excerpt cut to the manifest's ``lines`` ``[A, B]`` (the prompt-building lines).
+
+    This turns a case that holds the whole file back into the excerpt a reader would quote,
+    so one corpus measures both forms. Other excerpts are kept; a range that is missing,
+    malformed or outside the first excerpt leaves the excerpts as they are.
+    """
+    if not excerpts or not isinstance(lines, (list, tuple)) or len(lines) != 2:
+        return excerpts
+    try:
+        a, b = int(lines[0]), int(lines[1])
+    except (TypeError, ValueError):
+        return excerpts
+    head = excerpts[0]
+    body = head.text.splitlines()
+    last = head.first_line + len(body) - 1
+    if not head.first_line <= a <= b or a > last:
+        return excerpts
+    text = "\n".join(body[a - head.first_line : b - head.first_line + 1]) + "\n"
+    return [Excerpt(head.path, a, head.language, text), *excerpts[1:]]
+
+
 def lint_case(
-    md: str, provider: str | None = "openai", scratch: Path | None = None
+    md: str,
+    provider: str | None = "openai",
+    scratch: Path | None = None,
+    lines: object = None,
 ) -> list[tuple[str, Finding]]:
-    """Lint one prompt's excerpts as a checkout: ``(file, finding)`` with the file's lines."""
+    """Lint one prompt's excerpts as a checkout: ``(file, finding)`` with the file's lines.
+
+    ``lines``: the manifest's prompt-building lines; when given, the first excerpt is cut
+    to them first (:func:`cut_to_lines`).
+    """
     excerpts = read_excerpts(md)
+    if lines is not None:
+        excerpts = cut_to_lines(excerpts, lines)
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         root = Path(tmp)
         written = materialise(excerpts, root)
@@ -311,8 +342,15 @@ def lint_case(
         return out
 
 
-def evaluate(prompts_dir: Path | str = DEFAULT_DIR, provider: str | None = "openai") -> Evaluation:
+def evaluate(
+    prompts_dir: Path | str = DEFAULT_DIR,
+    provider: str | None = "openai",
+    prompt_lines: bool = False,
+) -> Evaluation:
     """Lint every prompt in a corpus's ``index.jsonl`` and compare with its verdict.
+
+    ``prompt_lines``: lint only each case's prompt-building lines (its manifest ``lines``)
+    of the first file, not the whole block: the excerpt form of a whole-file corpus.
 
     Raises:
         FileNotFoundError: If ``index.jsonl`` is missing.
@@ -328,7 +366,9 @@ def evaluate(prompts_dir: Path | str = DEFAULT_DIR, provider: str | None = "open
         result = CaseResult(case_id, _early_dynamic(entry), want, False, False)
         try:
             md = (corpus / entry["file"]).read_text("utf-8")
-            result.findings = lint_case(md, provider)
+            result.findings = lint_case(
+                md, provider, lines=entry.get("lines") if prompt_lines else None
+            )
         except Exception as e:  # one bad case never stops the evaluation (and no traceback)
             result.error = f"{type(e).__name__}: {e}"
             print(f"{case_id}: not evaluated ({result.error})", file=sys.stderr)
@@ -369,6 +409,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "rules for known APIs and names off and keeps the text-only fallback, 'none' turns "
         "both off (default: all)",
     )
+    parser.add_argument(
+        "--prompt-lines",
+        action="store_true",
+        help="lint only each case's prompt-building lines (its manifest 'lines') of the first "
+        "file instead of the whole block: the excerpt form of a corpus that holds whole files",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -393,7 +439,7 @@ def _run(args: argparse.Namespace, corpora: list[str]) -> int:
         if i:
             print()
         try:
-            result = evaluate(corpus, args.provider or None)
+            result = evaluate(corpus, args.provider or None, getattr(args, "prompt_lines", False))
         except (OSError, ValueError) as e:
             print(f"corpus {corpus}: cannot be read ({type(e).__name__}: {e})", file=sys.stderr)
             code = 2

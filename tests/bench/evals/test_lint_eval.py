@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from pipecat_fast.bench.evals.lint import (
+    cut_to_lines,
     evaluate,
     expected_rules,
     lint_case,
@@ -180,3 +181,45 @@ def test_the_sink_rules_can_be_measured_apart(tmp_path, capsys):
     assert outcomes["fallback-only"] == {"known_api": "TP", "unknown_api": "TP"}
     assert outcomes["none"] == {"known_api": "FN", "unknown_api": "FN"}
     assert [c.outcome for c in evaluate(corpus, None).cases] == ["TP", "TP"]  # scoped to run
+
+
+WHOLE = """# whole_file
+
+- source: example/voice-bot @ 0000000000000000000000000000000000000000
+- path: bot/agent.py (lines 1-9 of 9)
+- licence: MIT
+- verdict: POSITIVE (early dynamic)
+
+```python
+import datetime
+STATIC = "Answer briefly and kindly. " * 60
+def greeting_prompt():
+    return "Say hello. " * 60
+async def run_bot():
+    now = datetime.datetime.now().isoformat()
+    system_prompt = f"It is {now}. " + STATIC
+    return system_prompt
+# end
+```
+"""
+
+
+def test_prompt_lines_lint_only_the_manifest_lines_of_a_whole_file(tmp_path):
+    # The dynamic prompt is on lines 5-8; lines 3-4 build a static one. Cutting to 3-4
+    # must lose the finding that the whole file gives, and keep line numbers.
+    (head,) = cut_to_lines(read_excerpts(WHOLE), [3, 4])
+    assert head.first_line == 3 and head.text.startswith("def greeting_prompt")
+    whole = [f for _n, f in lint_case(WHOLE) if f.rule == "CB101"]
+    assert whole and whole[0].line == 7 and whole[0].severity >= Severity.WARNING
+    assert not [f for _n, f in lint_case(WHOLE, lines=[3, 4]) if f.rule == "CB101"]
+    assert [f.line for _n, f in lint_case(WHOLE, lines=[5, 8]) if f.rule == "CB101"] == [7]
+    # A range outside the block, or no range, leaves the excerpts as they are.
+    assert cut_to_lines(read_excerpts(WHOLE), [40, 50]) == read_excerpts(WHOLE)
+    assert cut_to_lines(read_excerpts(WHOLE), "5-8") == read_excerpts(WHOLE)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "w.md").write_text(WHOLE)
+    entry = {"id": "w", "file": "w.md", "early_dynamic": True, "lines": [3, 4]}
+    (corpus / "index.jsonl").write_text(json.dumps(entry | {"dynamic_content": "time"}) + "\n")
+    assert [c.outcome for c in evaluate(corpus).cases] == ["TP"]
+    assert [c.outcome for c in evaluate(corpus, prompt_lines=True).cases] == ["FN"]
