@@ -21,6 +21,7 @@ from loguru import logger
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Severity
 from pipecat_fast.lint.js_source import lint_js_source
+from pipecat_fast.lint.placeholders import DOUBLE_BRACE_EXTS
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
 from pipecat_fast.lint.textmap import TextMap
@@ -519,6 +520,7 @@ def lint_path(
                 table=table,
                 breakpoint_at=len(text) if breakpoints else None,
                 bound=bound,
+                double_only=Path(path).suffix.lower() in DOUBLE_BRACE_EXTS,
             )
     except Exception as e:  # one file's bad luck never stops the run
         # Reported as CB901; the traceback only at debug level (never on a CI log).

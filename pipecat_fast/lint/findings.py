@@ -135,9 +135,18 @@ def position_band(tokens_before: int, tokens_after: int) -> Position:
     """
     if tokens_before <= tokens_after:
         return Position.EARLY
-    if tokens_after < LATE_TAIL_TOKENS:
+    if tokens_after < LATE_TAIL_TOKENS or late_share(tokens_before, tokens_after):
         return Position.LATE
     return Position.MIDDLE
+
+
+def late_share(tokens_before: int, tokens_after: int) -> bool:
+    """Less than a third of the prompt follows the value: *late*, whatever the count.
+
+    The prefix it costs is under a third of the prompt; the corpora's labelling rule counts
+    content as early when at least about a third of the static text comes after it.
+    """
+    return 2 * tokens_after < tokens_before
 
 
 def grade(frequency: Frequency, position: Position) -> Severity:

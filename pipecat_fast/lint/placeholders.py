@@ -45,6 +45,8 @@ _PATH = regex.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 _QUOTED = regex.compile(r"""^\s*(["'])(.*?)\1""")
 _FORMAT_ARG = regex.compile(r"""(["'])((?:(?!\1).)*%(?:(?!\1).)*)\1""")
 _CALL = regex.compile(r"""(?<![\w.'"])([A-Za-z_]\w*)\s*\(""")
+DOUBLE_BRACE_EXTS = frozenset({".j2", ".jinja", ".jinja2", ".liquid", ".mustache", ".hbs"})
+"""Template files whose engine fills only ``{{ ... }}``: single braces in them are text."""
 _CONTROL = ("#", "/", ">", "!", "^", "&", "else", "end")
 
 
@@ -138,8 +140,13 @@ def _engine_clock(head: str) -> str | None:
     return None
 
 
-def find_placeholders(text: str) -> Iterator[Placeholder]:
-    """Every placeholder in ``text``, in no particular order (at most ``MAX_PLACEHOLDERS``)."""
+def find_placeholders(text: str, double_only: bool = False) -> Iterator[Placeholder]:
+    """Every placeholder in ``text``, in no particular order (at most ``MAX_PLACEHOLDERS``).
+
+    ``double_only``: the text is a Jinja, Liquid, Mustache or Handlebars template (the
+    file says so), where only ``{{ ... }}`` is filled and ``{x}`` or ``${x}`` are literal
+    text (a tool call's notation, an example).
+    """
     count = 0
     for m in _EXPR.finditer(text):
         ph = parse_expression(m.group(1), m.start(), m.end())
@@ -148,7 +155,7 @@ def find_placeholders(text: str) -> Iterator[Placeholder]:
             count += 1
             if count >= MAX_PLACEHOLDERS:
                 return
-    for pattern, level in SIMPLE_PLACEHOLDERS:
+    for pattern, level in () if double_only else SIMPLE_PLACEHOLDERS:
         for m in pattern.finditer(text):
             yield Placeholder(m.start(), m.end(), m.group(1), level=level, double=False)
             count += 1

@@ -179,6 +179,7 @@ def lint_prompt(
     table: dict | None = None,
     breakpoint_at: int | None = None,
     bound: Mapping[str, str] | None = None,
+    double_only: bool = False,
 ) -> list[Finding]:
     """Lint one prompt for prefix-cache busters.
 
@@ -202,6 +203,8 @@ def lint_prompt(
         bound: Template variables the code around the prompt binds for each call through
             a platform's call-creation field (``{name: "call" | "literal"}``, from
             :func:`pipecat_fast.lint.placeholders.bound_variables`).
+        double_only: The text is a Jinja/Liquid/Mustache/Handlebars template: only
+            ``{{ ... }}`` is a placeholder, single braces are text.
 
     Returns:
         Findings sorted by character offset. Empty or whitespace-only text has none.
@@ -217,7 +220,8 @@ def lint_prompt(
         return []
     tm = TextMap(text, encoding)
     findings = [
-        _span_finding(s, tm, tools_tokens) for s in detect(text, rendered=rendered, bound=bound)
+        _span_finding(s, tm, tools_tokens)
+        for s in detect(text, rendered=rendered, bound=bound, double_only=double_only)
     ]
     if breakpoint_at is not None:
         blocks = [breakpoint_finding(f, breakpoint_at) for f in findings]

@@ -563,6 +563,11 @@ class Classifier:
                 return _clock(inner, None, lambda v, k=key: v[k])
             found = _plain(inner)
             key = node.slice
+            if isinstance(key, ast.Constant) and key.value == 0 and type(key.value) is int:
+                # `stored["messages"][0]`: the first message of a list only named like a
+                # conversation is its opening (a stored scenario's system prompt), the same
+                # on every request, not the turns that follow it.
+                found = [s for s in found if not (s.rule == "CB105" and s.guessed)]
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 if _names_prompt(key.value):
                     found = _loaded_prompt(found)
@@ -694,8 +699,43 @@ class Classifier:
                 isinstance(v, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for v in values
             )
         ):
-            found = self._by_name(name, origin)
+            loop_of = self._iterable_name(values)
+            found = self._by_name(name if loop_of is None else loop_of, origin)
         return found if len(values) <= 1 else _plain(found)
+
+    def _iterable_name(self, values: list) -> str | None:
+        """For a loop variable, the name of what it iterates over (``""`` when unnamed).
+
+        A loop variable holds one element of its iterable: ``for question, answer in
+        faqs.items()`` reads a configured FAQ, whatever the variable is called, and ``for
+        m in history`` reads the history. So the iterable's name is guessed, not the
+        element's.
+        """
+        if len(values) != 1 or isinstance(values[0], Param):
+            return None
+        v = values[0]
+        loop = self.ix(v).parent.get(v) if isinstance(v, ast.AST) else None
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.iter is not v:
+            return None
+        while True:
+            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.args:
+                if v.func.id not in ("enumerate", "sorted", "reversed", "list", "tuple", "zip"):
+                    return v.func.id
+                v = v.args[0]
+            elif (
+                isinstance(v, ast.Call)
+                and isinstance(v.func, ast.Attribute)
+                and v.func.attr in ("items", "values", "keys", "copy")
+            ):
+                v = v.func.value
+            elif isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute):
+                return v.func.attr
+            elif isinstance(v, ast.Attribute):
+                return v.attr
+            elif isinstance(v, ast.Name):
+                return v.id
+            else:
+                return ""
 
     def _from_caller(self, param: Param, depth: int, seen: frozenset) -> list[Source]:
         """What the one call in view of a parameter's function passes for it.

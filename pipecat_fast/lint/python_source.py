@@ -29,6 +29,7 @@ from pipecat_fast.lint.findings import (
     Position,
     Severity,
     grade,
+    late_share,
     shorten,
 )
 from pipecat_fast.lint.placeholders import classify_placeholder, find_placeholders, platform_fills
@@ -427,6 +428,10 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                     add(kw.value, slot, f"`{call}({kw.arg}=...)`", per_turn=per_turn)
                 elif kw.arg in TOOL_KEYWORDS:
                     add(kw.value, "tools", f"`{call}({kw.arg}=...)`")
+                elif kw.arg and "_".join(words(kw.arg)) in SYSTEM_KEYWORDS:
+                    # An options object's `systemInstruction` (JavaScript's spelling).
+                    for text in _content_parts(kw.value) or [kw.value]:
+                        add(text, "system", f"`{call}({kw.arg}=...)`")
         elif isinstance(node, ast.Dict):
             keys = {
                 k.value: v
@@ -443,9 +448,19 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             role = keys.get("role")
             if isinstance(role, ast.Constant) and "content" in keys:
                 slot = "system" if role.value == "system" else "message"
-                add(keys["content"], slot, f"a {role.value!s} message")
+                # The model's own turn or a tool's result: a turn of the conversation,
+                # which comes after the system prompt, the tools and the history before it.
+                turn = role.value in TURN_ROLES
+                add(keys["content"], slot, f"a {role.value!s} message", per_turn=turn)
             for key in SYSTEM_KEYWORDS & keys.keys():
                 add(keys[key], "system", f'`"{key}"` entry')
+            for key, value in keys.items():
+                # JavaScript spells Gemini's `system_instruction` `systemInstruction`, and
+                # its value may be a Content, `{parts: [{text: ...}]}`: the text parts.
+                if key in SYSTEM_KEYWORDS or "_".join(words(key)) not in SYSTEM_KEYWORDS:
+                    continue
+                for text in _content_parts(value) or [value]:
+                    add(text, "system", f'`"{key}"` entry')
             for key in TOOL_KEYWORDS & keys.keys():
                 add(keys[key], "tools", f'`"{key}"` entry')
     output = _output_text(tree)
@@ -645,7 +660,7 @@ def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> d
                     continue
                 role = _role(element)
                 slot = "system" if role == "system" else "message"
-                out.setdefault(id(arg), (slot, f"a {role} message", False, False))
+                out.setdefault(id(arg), (slot, f"a {role} message", False, role in TURN_ROLES))
     if depth < MAX_HELPER_DEPTH:
         for node in ast.walk(fdef):
             if not isinstance(node, ast.Call):
@@ -662,6 +677,26 @@ def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> d
                     out.setdefault(id(arg), inner[pid])
     cache[id(fdef)] = out
     return out
+
+
+def _content_parts(value: ast.AST) -> list[ast.AST]:
+    """The ``text`` of each part of a Gemini Content literal ``{"parts": [{"text": ...}]}``."""
+    if not isinstance(value, ast.Dict):
+        return []
+    for k, v in zip(value.keys, value.values, strict=True):
+        if isinstance(k, ast.Constant) and k.value == "parts" and isinstance(v, ast.List):
+            return [
+                pv
+                for part in v.elts
+                if isinstance(part, ast.Dict)
+                for pk, pv in zip(part.keys, part.values, strict=True)
+                if isinstance(pk, ast.Constant) and pk.value == "text"
+            ]
+    return []
+
+
+TURN_ROLES = frozenset({"assistant", "tool", "function"})
+"""Roles whose message is a turn of the conversation (the model's reply, a tool's result)."""
 
 
 def _role(message: ast.AST) -> str:
@@ -809,7 +844,11 @@ class Place:
             return Position.LATE
         a_hi = self.after_at_most
         if a_hi is not None and b_lo > a_hi:
-            return Position.LATE if a_hi < LATE_TAIL_TOKENS else Position.MIDDLE
+            return (
+                Position.LATE
+                if a_hi < LATE_TAIL_TOKENS or late_share(b_lo, a_hi)
+                else Position.MIDDLE
+            )
         if self.prompt_before and (
             (a_hi is not None and a_hi < LATE_TAIL_TOKENS)
             or (
@@ -1175,6 +1214,11 @@ def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | 
         a_hi = place.after_at_most
         if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
             return Position.LATE, place, True
+    if src.inside and sink.slot == "message":
+        # Inside text of unknown layout in a message after the system prompt and tools:
+        # the shared prefix is already behind it, and only the rest of this message, out
+        # of view, is at stake.
+        return Position.LATE, None, False
     if src.inside or sink.slot == "append":
         return Position.MIDDLE, None, False
     band = place.band()

@@ -238,7 +238,10 @@ def history_spans(text: str) -> list[Span]:
 
 
 def placeholder_spans(
-    text: str, rendered: bool, bound: Mapping[str, str] | None = None
+    text: str,
+    rendered: bool,
+    bound: Mapping[str, str] | None = None,
+    double_only: bool = False,
 ) -> list[Span]:
     """Template placeholders.
 
@@ -251,6 +254,7 @@ def placeholder_spans(
             history) marks where volatile content will land.
         bound: Variables the linted tree binds per call
             (:func:`pipecat_fast.lint.placeholders.bound_variables`).
+        double_only: See :func:`pipecat_fast.lint.placeholders.find_placeholders`.
     """
     out: list[Span] = []
     if rendered:
@@ -267,7 +271,7 @@ def placeholder_spans(
                     )
                 )
         return out
-    for ph in find_placeholders(text):
+    for ph in find_placeholders(text, double_only):
         guess = classify_placeholder(ph, bound)
         if guess:
             rule, freq, _why = guess
@@ -288,18 +292,24 @@ def _noun(rule: str) -> str:
 DETECTORS = (clock_spans, random_spans, caller_spans, history_spans)
 
 
-def detect(text: str, rendered: bool = False, bound: Mapping[str, str] | None = None) -> list[Span]:
+def detect(
+    text: str,
+    rendered: bool = False,
+    bound: Mapping[str, str] | None = None,
+    double_only: bool = False,
+) -> list[Span]:
     """All spans in ``text``, overlaps resolved in favour of the earlier-listed detector.
 
     Args:
         text: Prompt text.
         rendered: See :func:`placeholder_spans`.
         bound: See :func:`placeholder_spans`.
+        double_only: See :func:`placeholder_spans`.
 
     Returns:
         Non-overlapping spans sorted by start offset.
     """
-    candidates: list[Span] = placeholder_spans(text, rendered, bound)
+    candidates: list[Span] = placeholder_spans(text, rendered, bound, double_only)
     for detector in DETECTORS:
         candidates.extend(detector(text))
     taken: list[Span] = []  # sorted by start, non-overlapping

@@ -129,6 +129,25 @@ _SETTING_LAST = {"language", "languages", "lang", "locale", "timezone", "tz", "d
 """A name ending in one of these is a setting chosen from a short list (``caller_language``,
 ``customer_locale``): calls with the same choice share the whole prompt, so it is configured
 per deployment or per language, not per caller (what a detector found is another matter)."""
+_CONFIG_WORDS = {
+    "default",
+    "defaults",
+    "packaged",
+    "builtin",
+    "preset",
+    "presets",
+    "sample",
+    "example",
+    "examples",
+    "placeholder",
+    "dummy",
+    "fake",
+    "static",
+    "fixed",
+}
+"""Words that make a name a shipped or configured value, the same for every call
+(``default_profile``, ``example_transcript``, ``read_packaged_default_profile()``): one
+value for every caller, so the rest of the name says nothing per call."""
 _GAME_WORDS = {"round", "score", "lives", "attempts", "guesses", "streak", "riddle", "puzzle"}
 """Per-session game state: a round number, a score, the current riddle."""
 _TIME_WORDS = {"time", "now", "timestamp", "datetime", "clock", "hour", "minute", "second"}
@@ -208,6 +227,8 @@ def classify_name(identifier: str, constant: bool = False) -> tuple[str, Frequen
     low = "_".join(w)
     if w[-1] in _SETTING_LAST and not ws & _DETECTED_WORDS:
         return None  # a language or locale chosen from a short list: one prompt per choice
+    if ws & _CONFIG_WORDS:
+        return None  # a default, a preset, an example: the same for every call
     if ws & _CALLER_WORDS or low in _CALLER_EXACT:
         return "CB103", Frequency.SESSION, "per-caller data"
     if w[-1] in ("id", "sid") and ws & _ID_OWNERS and "tool" not in ws:
