@@ -85,11 +85,12 @@ class Position(StrEnum):
     EARLY = "early"
     """In the first half of the prompt: most of the prompt after it can never be cached."""
     MIDDLE = "middle"
-    """Past the first half, with at least ``LATE_TAIL_TOKENS`` tokens after it; also used
-    when the position cannot be resolved (the template lives in another file)."""
+    """Past the first half, with at least ``LATE_TAIL_TOKENS`` tokens and a third of the
+    prompt after it; also used when the position cannot be resolved (the template lives in
+    another file)."""
     LATE = "late"
-    """Past the first half with fewer than ``LATE_TAIL_TOKENS`` tokens after it, or in a
-    message that follows the system prompt and tools."""
+    """Past the first half with fewer than ``LATE_TAIL_TOKENS`` tokens or less than a third
+    of the prompt after it, or in a message that follows the system prompt and tools."""
 
 
 LATE_TAIL_TOKENS = 128
@@ -131,7 +132,8 @@ def position_band(tokens_before: int, tokens_after: int) -> Position:
 
     Returns:
         ``EARLY`` when no more of the prompt precedes it than follows it, ``LATE`` when
-        fewer than ``LATE_TAIL_TOKENS`` tokens follow it, else ``MIDDLE``.
+        fewer than ``LATE_TAIL_TOKENS`` tokens or less than a third of the prompt follow
+        it, else ``MIDDLE``.
     """
     if tokens_before <= tokens_after:
         return Position.EARLY
@@ -143,8 +145,9 @@ def position_band(tokens_before: int, tokens_after: int) -> Position:
 def late_share(tokens_before: int, tokens_after: int) -> bool:
     """Less than a third of the prompt follows the value: *late*, whatever the count.
 
-    The prefix it costs is under a third of the prompt; the corpora's labelling rule counts
-    content as early when at least about a third of the static text comes after it.
+    What it costs (the text after it, re-prefilled when it changes) is under a third of the
+    prompt; the corpora's labelling rule counts content as early when at least about a third
+    of the static text comes after it.
     """
     return 2 * tokens_after < tokens_before
 
