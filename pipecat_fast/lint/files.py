@@ -21,7 +21,7 @@ from loguru import logger
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import Finding, Severity
 from pipecat_fast.lint.js_source import lint_js_source
-from pipecat_fast.lint.placeholders import DOUBLE_BRACE_EXTS
+from pipecat_fast.lint.placeholders import DOUBLE_BRACE_EXTS, filled_by_replace
 from pipecat_fast.lint.prompt import lint_prompt
 from pipecat_fast.lint.python_source import lint_python_source
 from pipecat_fast.lint.textmap import TextMap
@@ -478,6 +478,11 @@ def lint_path(
         bound = None
         if project is not None and kind not in ("python", "js"):
             bound = project.bound_variables()
+            if kind == "text":
+                # A prompt file the code fills field by field with `.replace`: what no
+                # `.replace` names ships as written, it is no slot.
+                filled = filled_by_replace(text, project.replace_targets())
+                bound = {**bound, **filled} if filled else bound
         if kind == "python":
             found = lint_python_source(
                 text,

@@ -268,6 +268,33 @@ def replaced_placeholders(text: str) -> set[str]:
     return {next(g for g in m.groups()[1:] if g) for m in _REPLACED.finditer(text or "")}
 
 
+_REPLACE_TARGET = regex.compile(r"""\.replace(?:All)?\(\s*(["'`])((?:(?!\1)[^\n]){2,200}?)\1\s*,""")
+_FIELD_SHAPE = regex.compile(r"\{\{.*\}\}|\$\{.*\}|\{[^{}\s]+\}")
+
+
+def replace_targets(text: str) -> set[str]:
+    """Template-field-shaped text a source file replaces literally (``.replace("{{ now }}", x)``).
+
+    A text file holding one of these is a template that code fills with ``.replace``, one
+    field at a time: its other placeholder-shaped text is not filled by anything.
+    """
+    return {
+        m.group(2) for m in _REPLACE_TARGET.finditer(text or "") if _FIELD_SHAPE.search(m.group(2))
+    }
+
+
+def filled_by_replace(text: str, targets: set[str]) -> dict[str, str]:
+    """``{name: "filled"}`` for every placeholder of ``text`` when code fills it by ``.replace``.
+
+    Empty unless one of ``targets`` (:func:`replace_targets`) occurs in ``text``: then the
+    replaced fields are graded in the code that puts their value in, and the rest ship as
+    they are written (``"Appointment | {patient_name}"``, a tool's notation in an example).
+    """
+    if not any(t in text for t in targets):
+        return {}
+    return {ph.name: "filled" for ph in find_placeholders(text)}
+
+
 def bound_variables(text: str) -> dict[str, str]:
     """Variables a source file binds per call through a platform's call-creation field.
 

@@ -100,6 +100,7 @@ class Project:
         self._definers: dict[str, list[str]] | None = None
         self._called: set[str] | None = None
         self._bound: dict[str, str] | None = None
+        self._replace_targets: set[str] | None = None
         self._per_call_processes: bool | None = None
         self._data: list[str] = []
         for path, text in (sources or {}).items():
@@ -239,6 +240,7 @@ class Project:
         self._definers = None
         self._called = None
         self._bound = None
+        self._replace_targets = None
         self._per_call_processes = None
         parts = list(Path(key).with_suffix("").parts)
         if parts and parts[-1] in ("__init__", "index"):
@@ -295,6 +297,17 @@ class Project:
                     found.setdefault(name, "filled")
             self._bound = found
         return self._bound
+
+    def replace_targets(self) -> set[str]:
+        """Template fields some module fills with ``.replace`` (see ``placeholders``)."""
+        if self._replace_targets is None:
+            from pipecat_fast.lint.placeholders import replace_targets
+
+            found: set[str] = set()
+            for _p, text in self._code_texts():
+                found |= replace_targets(text)
+            self._replace_targets = found
+        return self._replace_targets
 
     def runs_per_call_processes(self) -> bool:
         """Whether the tree uses a framework that starts a fresh process for each call.

@@ -224,6 +224,10 @@ def _shadowed(ix, func: ast.AST) -> bool:
 _PROMPT_WORDS = {"prompt", "prompts", "instruction", "instructions", "system", "persona"}
 
 
+_STORED_CONFIG_WORDS = frozenset({"config", "configs", "configuration", "settings"})
+"""Words that make an awaited call read stored configuration (``getAgentConfigById``)."""
+
+
 def _names_prompt(key: str) -> bool:
     w = words(key)
     return bool(w) and bool(set(w) & _PROMPT_WORDS) and w[-1] not in ("name", "id", "path")
@@ -643,15 +647,23 @@ class Classifier:
             and not any(s.rule in ("CB103", "CB104") for s in found)
         ):
             name = self.ix(call).dotted(call.func) or "call"
-            guess = classify_name(name.rsplit(".", 1)[-1])
-            if _names_prompt(name.rsplit(".", 1)[-1]):
-                # `await prepare_instructions(db, agent)`, `await load_system_prompt(id)`:
-                # the agent's own prompt loaded at run time (see `_loaded_prompt`).
+            last = name.rsplit(".", 1)[-1]
+            local = call.func.id if isinstance(call.func, ast.Name) else last
+            guess = classify_name(last)
+            if _names_prompt(last) or _names_prompt(local):
+                # `await prepare_instructions(db, agent)`, `await load_system_prompt(id)`
+                # (also under the name it was imported as, `import agentInstructions
+                # from ...`): the agent's own prompt loaded at run time (`_loaded_prompt`).
                 pass
             elif guess and guess[0] == "CB103":
                 found.append(
                     Source("CB103", Frequency.SESSION, node, f"record looked up by {name}()")
                 )
+            elif set(words(last)) & _STORED_CONFIG_WORDS:
+                # `await db.getAgentConfigById(id)`, `await load_settings()`: the
+                # deployment's stored configuration (an agent row an operator edits), the
+                # same for every call until someone changes it: not content fetched per call.
+                pass
             else:
                 found.append(
                     Source("CB104", Frequency.SESSION, node, f"awaited result of {name}()")

@@ -49,6 +49,9 @@ PLACEHOLDER = re.compile(
 )
 """Placeholder shapes that ``.replace`` chains fill: ``{{NAME}}``, ``${NAME}``, ``{NAME}``."""
 
+_TEMPLATE_FIELD = re.compile(r"\{\{.*\}\}|\$\{.*\}|\{[^{}\s]+\}")
+"""A ``.replace`` target shaped like a template field (``{{ $now }}``, ``${name}``, ``{NAME}``)."""
+
 _JINJA = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}|\{%-?.*?-?%\}|\{#.*?#\}", re.DOTALL)
 
 
@@ -181,6 +184,9 @@ class Renderer:
         self.visited: set[int] = set()
         """Every node rendered so far (what some sink's text is made of)."""
         self._chains: list[tuple[ast.AST, list[str], list[str]]] = []
+        self.filled_by_replace = False
+        """Set when a render met a ``.replace("{{name}}", value)`` chain: the text was a
+        template the code in view fills (what the chain leaves is text, not a slot)."""
 
     def ix(self, node: ast.AST) -> ModuleIndex:
         """The index of the module ``node`` belongs to."""
@@ -866,6 +872,8 @@ class Renderer:
             if _length(segments) > MAX_RENDER_CHARS:
                 return self.hole(node)
         self._chains.append((node, targets, missing))
+        if any(_TEMPLATE_FIELD.search(t) for t in targets if t not in missing):
+            self.filled_by_replace = True
         return segments
 
     def _percent(self, node: ast.BinOp, r) -> list[Segment]:

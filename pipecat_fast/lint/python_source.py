@@ -487,7 +487,31 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         add(node, "system", "a prompt template", template=True)
     for chain in _section_chains(tree):
         add(chain, "system", "the prompt sections added with `prompt_add_section()`-style calls")
+    later = _later_message_names(tree)
+    if later:
+        # `prompt = f"Client {name} calling..."` sent as a later message of a request
+        # (`[system, {"role": ..., "content": prompt}]`): graded there, after the
+        # system prompt, not as a prompt of its own.
+        sinks = [s for s in sinks if not (s.name in later and s.slot in ("system", "append"))]
     return sinks
+
+
+def _later_message_names(tree: ast.Module) -> set[str]:
+    """Names sent, bare, as the content of a message after a request's system message."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.List, ast.Tuple)):
+            continue
+        system_seen = False
+        for element in node.elts:
+            content = message_content(element)
+            if content is None:
+                continue
+            if system_seen and isinstance(content, ast.Name):
+                out.add(content.id)
+            if _role(element) == "system":
+                system_seen = True
+    return out
 
 
 def _section_call(node: ast.AST) -> bool:
@@ -705,6 +729,9 @@ def _role(message: ast.AST) -> str:
             if isinstance(k, ast.Constant) and k.value == "role" and isinstance(v, ast.Constant):
                 return str(v.value)
     if isinstance(message, ast.Call):
+        for k in message.keywords:  # `ChatMessage(role="system", content=...)`
+            if k.arg == "role" and isinstance(k.value, ast.Constant):
+                return str(k.value.value)
         m = MESSAGE_CLASSES.search(_call_name(message) or "")
         if m:
             return "system" if m.group(1) == "System" else m.group(1).lower()
@@ -1189,11 +1216,42 @@ def _literals_only(
     return [note, *found]
 
 
-def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | None, bool]:
+INSIDE_TAIL_MIN_BEFORE = 64
+"""Known tokens before a hole for its own place to say where a value inside it sits (half
+an OpenAI cache increment): fewer, and the hole may hold most of the prompt."""
+
+
+def _in_later_message(sink: Sink, hole: Hole) -> bool:
+    """Whether ``hole`` sits in a message that follows a system message of the request.
+
+    Only for a request's messages written as one list (``[system, user]``): the user
+    message's text comes after the whole system prompt.
+    """
+    if not isinstance(sink.value, (ast.List, ast.Tuple)):
+        return False
+    later: set[int] = set()
+    system_seen = False
+    for element in sink.value.elts:
+        content = message_content(element)
+        if content is None:
+            continue
+        if system_seen:
+            later.update(id(n) for n in ast.walk(content))
+        if _role(element) == "system":
+            system_seen = True
+    return id(hole.node) in later or (hole.via is not None and id(hole.via) in later)
+
+
+def _position(
+    sink: Sink, src: Source, place: Place, later_message: bool = False
+) -> tuple[Position, Place | None, bool]:
     """The value's position band, the place to describe it by, and whether it is settled.
 
     Not settled: the known sizes cannot decide the band (a layout out of view, text of
     unknown size around it), so the band is the *middle* default.
+
+    ``later_message``: the value is in a user message that follows a system message of
+    the same request (the request's messages are rendered as one text).
     """
     if sink.slot == "message" and sink.per_turn:
         return Position.LATE, place, True
@@ -1214,11 +1272,22 @@ def _position(sink: Sink, src: Source, place: Place) -> tuple[Position, Place | 
         a_hi = place.after_at_most
         if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
             return Position.LATE, place, True
-    if src.inside and sink.slot == "message":
+    if src.inside and (sink.slot == "message" or later_message):
         # Inside text of unknown layout in a message after the system prompt and tools:
         # the shared prefix is already behind it, and only the rest of this message, out
         # of view, is at stake.
         return Position.LATE, None, False
+    if (
+        src.inside
+        and sink.slot != "append"
+        and place.before >= INSIDE_TAIL_MIN_BEFORE
+        and place.band() is Position.LATE
+    ):
+        # Inside text of unknown layout (`{transcript_text}`, `{history_context}`) that is
+        # itself the tail of a prompt in view: less than a third of the prompt's known text
+        # follows the hole, so less follows the value. Only when the text in view before
+        # the hole is a prompt of its own size (a hole after a few tokens may be the prompt).
+        return Position.LATE, place, True
     if src.inside or sink.slot == "append":
         return Position.MIDDLE, None, False
     band = place.band()
@@ -1506,7 +1575,9 @@ class _ModuleLint:
     def render(self, sink: Sink) -> list:
         index, renderer = self.index, self.renderer
         issues_before = set(renderer.issues)
+        renderer.filled_by_replace = False
         segments = renderer.render(sink.value).segments
+        filled = renderer.filled_by_replace
         line = getattr(sink.value, "lineno", 0)
         if sink.name and any(ln > line for ln in index.formatted_at.get(sink.name, [])):
             # One step of `prompt = prompt.replace(...)` filled further in later statements:
@@ -1514,8 +1585,13 @@ class _ModuleLint:
             for key in set(renderer.issues) - issues_before:
                 del renderer.issues[key]
         if sink.template or (
-            sink.slot == "system" and sink.name and sink.name not in index.formatted_names
+            sink.slot == "system"
+            and sink.name
+            and sink.name not in index.formatted_names
+            and not filled
         ):
+            # (`filled`: the text came through a `.replace("{{name}}", ...)` chain, so it
+            # is a template the code in view fills; what the chain leaves ships as text.)
             # A template defined here and filled elsewhere (another module, or never in
             # view): its placeholders say what will go there.
             segments = _placeholder_holes(segments, sink, self.classifier)
@@ -1626,11 +1702,12 @@ class _ModuleLint:
         volatile = False
         if _own_text(sink, hole):
             return False  # the message's own text, rewritten in place: not new content
+        later = _in_later_message(sink, hole)
         for src in hole.sources:
             if sink.slot == "tools" and src.rule not in TOOL_RULES:
                 continue
             freq, at_import = self.source_rate(src)
-            pos, shown, settled = _position(sink, src, place)
+            pos, shown, settled = _position(sink, src, place, later)
             if sink.fallback == "body" and pos is Position.EARLY:
                 pos = _body_position(place)
             severity = grade(freq, pos)

@@ -117,7 +117,10 @@ _PHONE = regex.compile(
 _EMAIL = regex.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _CALLER_NAME = regex.compile(
     r"(?:(?:caller|customer|patient|user|client)(?:'s|’s)?\s+name\s+is|"
-    r"you are (?:speaking|talking) (?:with|to))\s+(\p{Lu}[\p{L}'’-]+(?:\s+\p{Lu}[\p{L}'’-]+)*)",
+    r"you are (?:speaking|talking) (?:with|to))\s+"
+    # The name itself is matched case-sensitively: capitalised words ("Maria Lopez"),
+    # not "someone over Voice".
+    r"(?-i:(\p{Lu}[\p{L}'’-]+(?:\s+\p{Lu}[\p{L}'’-]+)*))",
     _F,
 )
 _ROLE_LINE = regex.compile(
