@@ -50,7 +50,14 @@ TEXT_EXTS = {
     ".liquid",
 }
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "node_modules", "__pycache__", "build", "dist"}
-SYSTEM_KEYS = {"system", "system_prompt", "system_instruction", "instructions", "prompt"}
+SYSTEM_KEYS = {
+    "system",
+    "system_prompt",
+    "system_instruction",
+    "instructions",
+    "prompt",
+    "systemMessage",  # n8n's AI Agent node (options.systemMessage), LangChain.js agents
+}
 TOOL_KEYS = {"tools", "functions"}
 
 
@@ -78,6 +85,8 @@ class FileReport:
 
 PROMPTISH = {"prompt", "prompts", "instruction", "instructions", "system", "persona", "agent"}
 TOOLISH = {"tool", "tools", "function", "functions", "schema", "schemas", "request", "requests"}
+WORKFLOWISH = {"workflow", "workflows"}
+"""JSON exports of workflow platforms (n8n) hold their agents' system messages."""
 
 
 def _wanted_in_folder(relative: Path) -> bool:
@@ -86,8 +95,8 @@ def _wanted_in_folder(relative: Path) -> bool:
     All ``.py``, JS/TS, ``.prompt`` and YAML files (a YAML file is linted only for the
     text under keys named like prompt text, so a config without one yields nothing); text
     and JSON files only when their name or a folder above them says prompt/instructions/
-    system/persona/agent (JSON also tools/functions/schema/request), so READMEs and
-    configs are left alone.
+    system/persona/agent (JSON also tools/functions/schema/request, and workflow: an n8n
+    export), so READMEs and configs are left alone.
     """
     ext = relative.suffix.lower()
     if ext in PYTHON_EXTS or ext in JS_EXTS or ext in YAML_EXTS or ext == ".prompt":
@@ -95,7 +104,7 @@ def _wanted_in_folder(relative: Path) -> bool:
     if ext not in TEXT_EXTS | JSON_EXTS | YAML_EXTS:
         return False
     said = {w for part in relative.parts for w in words(Path(part).stem)}
-    return bool(said & PROMPTISH) or (ext in JSON_EXTS and bool(said & TOOLISH))
+    return bool(said & PROMPTISH) or (ext in JSON_EXTS and bool(said & (TOOLISH | WORKFLOWISH)))
 
 
 def iter_paths(paths: list[str]) -> Iterator[str]:

@@ -41,7 +41,8 @@ SIMPLE_PLACEHOLDERS = (
     (regex.compile(r"(?<![{$\w])\{([a-z_][A-Za-z0-9_]*)\}(?!\})"), "warning"),
 )
 """Single-brace and ``${}``/``%()`` placeholders, with the severity of one left unfilled."""
-_PATH = regex.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
+_PATH = regex.compile(r"\$?[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
+"""A variable path; a leading ``$`` is an n8n built-in (``$now``, ``$json.text``)."""
 _QUOTED = regex.compile(r"""^\s*(["'])(.*?)\1""")
 _FORMAT_ARG = regex.compile(r"""(["'])((?:(?!\1).)*%(?:(?!\1).)*)\1""")
 _CALL = regex.compile(r"""(?<![\w.'"])([A-Za-z_]\w*)\s*\(""")
@@ -163,7 +164,12 @@ def find_placeholders(text: str, double_only: bool = False) -> Iterator[Placehol
                 return
 
 
-_GRANULARITY = {"minute": Frequency.MINUTE, "day": Frequency.DAY, "session": Frequency.SESSION}
+_GRANULARITY = {
+    "minute": Frequency.MINUTE,
+    "day": Frequency.DAY,
+    "session": Frequency.SESSION,
+    "request": Frequency.REQUEST,
+}
 _KIND = {
     "caller": ("CB103", Frequency.SESSION, "per-caller data"),
     "call_id": ("CB103", Frequency.SESSION, "a per-call id"),
@@ -211,6 +217,8 @@ def classify_placeholder(
             rule, freq, noun = _KIND[platform.kind]
             return rule, freq, f"{noun} ({platform.platform} fills it per call)"
         return None  # documented as configuration: not guessed from its name
+    if name.startswith("$"):
+        return None  # an engine built-in the registry does not list ($json...): not guessed
     last = name.rsplit(".", 1)[-1]
     guess = classify_name(last) or (classify_name(name.replace(".", "_")) if "." in name else None)
     binding = (bound or {}).get(name) or (bound or {}).get(last)

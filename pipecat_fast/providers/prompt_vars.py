@@ -29,8 +29,9 @@ class PlatformVariable:
     Attributes:
         name: The variable as written in the template (``customer.number``).
         kind: ``clock``, ``caller``, ``call_id``, ``history`` or ``config``.
-        granularity: For clocks, how often the rendered text changes: ``minute``, ``day``
-            or ``session`` (a timestamp fixed when the call starts); else ``None``.
+        granularity: For clocks, how often the rendered text changes: ``minute``, ``day``,
+            ``session`` (a timestamp fixed when the call starts) or ``request`` (rendered
+            anew each time the prompt is); else ``None``.
         platform: The platform whose documentation defines it.
         source: Where that comes from.
     """

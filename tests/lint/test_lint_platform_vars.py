@@ -222,3 +222,50 @@ def test_a_template_constant_filled_out_of_view_is_found_by_its_fields():
     other = prompts.replace("MESSAGE", "OTHER")
     project = Project({"prompts.py": prompts, "more.py": other, "agent.py": agent})
     assert not flagged(lint(agent, filename="agent.py", project=project), "CB101")
+
+
+# -- n8n workflow exports (after the eighth blind run) --------------------------------------
+
+
+def _workflow(system_message: str) -> str:
+    node = {
+        "name": "AI Agent",
+        "type": "@n8n/n8n-nodes-langchain.agent",
+        "parameters": {
+            "text": "={{ $json.text }}",
+            "options": {"systemMessage": system_message},
+        },
+    }
+    return json.dumps({"name": "voice bot", "nodes": [node], "connections": {}}, indent=2)
+
+
+def test_n8n_now_and_today_are_clocks_at_their_documented_granularity():
+    (now,) = find_placeholders("It is {{$now}}.")
+    assert now.name == "$now"
+    assert classify_placeholder(now)[:2] == ("CB101", Frequency.REQUEST)
+    (today,) = find_placeholders("Today is {{ $today.weekdayLong }}.")
+    assert classify_placeholder(today)[:2] == ("CB101", Frequency.DAY)
+    # Another built-in is not judged by the name after it: `$json.caller_name` is n8n's
+    # item data, whose content the registry does not know.
+    (item,) = find_placeholders("{{ $json.caller_name }}")
+    assert classify_placeholder(item) is None
+    assert prompt_vars.platform_variable("$now").source.startswith("https://docs.n8n.io/")
+
+
+def test_an_n8n_workflow_in_a_workflows_folder_is_linted_for_its_agents_system_message(
+    tmp_path,
+):
+    root = tmp_path / "bot"  # the scanned folder's own name counts: keep it neutral
+    (root / "workflows").mkdir(parents=True)
+    (root / "workflows" / "0001_telegram_voice.json").write_text(
+        _workflow("=Current time: {{$now}}\n\n" + RULES)
+    )
+    (root / "workflows" / "0002_telegram_voice.json").write_text(
+        _workflow("=" + RULES + "Current time: {{$now}}")
+    )
+    (root / "0003_export.json").write_text(_workflow("=Current time: {{$now}}\n\n" + RULES))
+    found = _lint_tree(root)
+    assert ("CB101", "error") in found["0001_telegram_voice.json"]  # per request, first line
+    assert ("CB101", "info") in found["0002_telegram_voice.json"]  # the tail: late
+    assert not {s for r, s in found["0002_telegram_voice.json"] if r == "CB101"} - {"info"}
+    assert "0003_export.json" not in found  # a JSON name that says nothing is left alone
