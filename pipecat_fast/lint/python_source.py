@@ -1221,6 +1221,33 @@ INSIDE_TAIL_MIN_BEFORE = 64
 an OpenAI cache increment): fewer, and the hole may hold most of the prompt."""
 
 
+def _record_of(node: ast.AST) -> str | None:
+    """The record a field is read from (``student`` for ``student.name``).
+
+    Also ``user`` for ``user["id"]`` or ``user.get("id")``, and ``self.caller`` for
+    ``self.caller.phone``.
+
+    ``None`` for anything else, and for a bare ``self``/``cls`` (an object's attributes are
+    its configuration as often as its state).
+    """
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+    ):
+        base = node.func.value
+    elif isinstance(node, (ast.Attribute, ast.Subscript)):
+        base = node.value
+    else:
+        return None
+    if not isinstance(base, (ast.Name, ast.Attribute, ast.Subscript)):
+        return None
+    if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+        return None
+    return ast.unparse(base)
+
+
 def _in_later_message(sink: Sink, hole: Hole) -> bool:
     """Whether ``hole`` sits in a message that follows a system message of the request.
 
@@ -1612,38 +1639,51 @@ class _ModuleLint:
         total = tm.token_count
         first_volatile: tuple[int, tuple[str, ...]] | None = None
         rates = [self.hole_rate(sink, hole) for hole, _s, _e in holes]
+        records = [_record_of(hole.node) for hole, _s, _e in holes]
         for i, (hole, start, end) in enumerate(holes):
+            # Fields of one record written one after another (`{student.name}, grade
+            # {student.grade}, goals: {student.goals}`) change together: the block is one
+            # value, and only the text after its last field is at stake.
+            last = i
+            while (
+                rates[i] is not None
+                and records[i] is not None
+                and last + 1 < len(holes)
+                and records[last + 1] == records[i]
+            ):
+                last += 1
             until_next = None
             if rates[i] is not None:
-                for k in range(i + 1, len(holes)):
+                for k in range(last + 1, len(holes)):
                     rate = rates[k]
                     if rate is not None and rate >= rates[i]:
                         until_next = max(0, tm.token_at(holes[k][1]) - tm.token_at(end))
                         break
                     if holes[k][0].sample is None:
                         break  # unknown-size text before it: the stretch is not known
+            after_holes = [h for k, (h, _s, _e) in enumerate(holes) if k > last]
             place = Place(
                 before=tm.token_at(start),
-                after=max(0, total - tm.token_at(end)),
+                after=max(0, total - tm.token_at(holes[last][2])),
                 total=total,
                 unknown_before=tuple(h.label for h, _s, _e in holes[:i] if h.sample is None),
-                unknown_after=tuple(h.label for h, _s, _e in holes[i + 1 :] if h.sample is None),
+                unknown_after=tuple(h.label for h in after_holes if h.sample is None),
                 prompt_before=any(
                     h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[:i]
                 ),
                 prompt_after=any(
-                    h.sample is None and _holds_prompt_text(h.node) for h, _s, _e in holes[i + 1 :]
+                    h.sample is None and _holds_prompt_text(h.node) for h in after_holes
                 ),
                 until_next=until_next,
                 short_after=sum(
-                    1 for h, _s, _e in holes[i + 1 :] if h.sample is None and _short_value(h.node)
+                    1 for h in after_holes if h.sample is None and _short_value(h.node)
                 ),
                 short_before=sum(
                     1 for h, _s, _e in holes[:i] if h.sample is None and _short_value(h.node)
                 ),
                 data_after=sum(
                     1
-                    for h, _s, _e in holes[i + 1 :]
+                    for h in after_holes
                     if h.sample is None and _holds_data(h.node) and not _short_value(h.node)
                 ),
             )
