@@ -921,6 +921,26 @@ class Renderer:
             return call.args[0]
         return None
 
+    def _loaded_template(self, receiver: ast.AST) -> str | None:
+        """The text of the template file ``env.get_template("name")`` loads, when in the tree.
+
+        The loader's folder is not followed: the one file of the tree whose path ends with
+        the name is taken (:meth:`Project.find_text`).
+        """
+        call = self._literal_node(receiver, (ast.Call,))
+        project = self.index.project
+        if (
+            project is None
+            or not isinstance(call, ast.Call)
+            or getattr(call.func, "attr", None) != "get_template"
+            or not call.args
+        ):
+            return None
+        name = Rendered(self._render(call.args[0], 0, frozenset())).literal
+        if not name:
+            return None
+        return project.find_text(name, self.ix(call).path)
+
     def _template(self, node: ast.Call, r, safe: bool) -> list[Segment]:
         func = node.func
         assert isinstance(func, ast.Attribute)
@@ -965,6 +985,8 @@ class Renderer:
         assert isinstance(func, ast.Attribute)
         source = self._template_source(func.value, ("Template", "from_string"))
         template = Rendered(r(source)).literal if source is not None else None
+        if template is None:
+            template = self._loaded_template(func.value)
         if template is None:
             return self.hole(node)
         mapping = node.args[0] if node.args else None
