@@ -364,6 +364,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         )
 
     appended: set[int] = set()
+    appended_messages: set[int] = set()
     guarded = _system_guarded(tree)
     called = _called_names(tree, project)
     lambdas: list[tuple[str, ast.Lambda]] = []
@@ -375,12 +376,14 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             for lst in lists:
                 if isinstance(lst, (ast.List, ast.Tuple)):
                     appended.add(id(lst))
+                    appended_messages.update(id(e) for e in lst.elts)
         elif isinstance(node, ast.Dict):
             # A Pipecat Flows node written as a dict literal (``NodeConfig`` is a TypedDict).
             for k, v in zip(node.keys, node.values, strict=True):
                 if isinstance(k, ast.Constant) and k.value in APPENDED_MESSAGE_KEYWORDS:
                     if isinstance(v, (ast.List, ast.Tuple)):
                         appended.add(id(v))
+                        appended_messages.update(id(e) for e in v.elts)
     for node in ast.walk(tree):
         if isinstance(node, (ast.List, ast.Tuple)) and id(node) not in appended:
             contents = [c for e in node.elts if (c := message_content(e)) is not None]
@@ -451,6 +454,11 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 # The model's own turn or a tool's result: a turn of the conversation,
                 # which comes after the system prompt, the tools and the history before it.
                 turn = role.value in TURN_ROLES
+                if id(node) in appended_messages:
+                    # A node's task message (Pipecat Flows) joins the context after the role
+                    # messages and the conversation so far: what precedes it is cached, and
+                    # only the rest of the message after a value is at stake.
+                    slot = "message"
                 add(keys["content"], slot, f"a {role.value!s} message", per_turn=turn)
             for key in SYSTEM_KEYWORDS & keys.keys():
                 add(keys[key], "system", f'`"{key}"` entry')
