@@ -1746,11 +1746,13 @@ class _ModuleLint:
         index = self.index
         at = hole.via if hole.via is not None else hole.node
         line, col = index.line_col(at if index.owns(at) else sink.value)
-        in_block = sink.block or (self.mode is not None and sink.slot == "system")
         volatile = False
         if _own_text(sink, hole):
             return False  # the message's own text, rewritten in place: not new content
         later = _in_later_message(sink, hole)
+        # Pipecat's prompt caching puts the breakpoint on the system prompt only, the first
+        # system message of the request: a user message after it is not in that block.
+        in_block = sink.block or (self.mode is not None and sink.slot == "system" and not later)
         for src in hole.sources:
             if sink.slot == "tools" and src.rule not in TOOL_RULES:
                 continue

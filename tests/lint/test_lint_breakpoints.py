@@ -93,3 +93,23 @@ def test_anthropic_request_json_marks_the_cached_blocks():
     assert "CB108" not in rules(lint_json(request([cached, stamp])))
     stamped = dict(cached, text=BODY + " Current time is 14:03:22.")
     assert rules(lint_json(request([stamped])))["CB108"].severity is Severity.ERROR
+
+
+REQUEST_CACHED = """
+from pipecat.services.anthropic.llm import AnthropicLLMService
+from pipecat.processors.aggregators.llm_context import LLMContext
+params = AnthropicLLMService.InputParams(enable_prompt_caching=True)
+llm = AnthropicLLMService(api_key="k", params=params)
+def context(caller_name):
+    return LLMContext([SYSTEM, {"role": "user", "content": f"My name is {caller_name}."}])
+"""
+
+
+def test_a_name_in_the_user_message_after_a_cached_system_prompt_is_outside_the_block():
+    # Pipecat marks the system prompt (the request's first system message) only.
+    quiet = REQUEST_CACHED.replace("SYSTEM", f'{{"role": "system", "content": "{BODY}"}}')
+    assert "CB108" not in rules(lint(quiet))
+    loud = REQUEST_CACHED.replace(
+        "SYSTEM, ", f'{{"role": "system", "content": f"{BODY} Caller: {{caller_name}}."}}, '
+    )
+    assert rules(lint(loud))["CB108"].severity >= Severity.WARNING
