@@ -488,6 +488,29 @@ def _bound_locally(index: ModuleIndex, node: ast.Name) -> bool:
     return False
 
 
+def _name_of_iterable(v: ast.AST) -> str:
+    """The name of what a loop iterates over (``faqs`` for ``faqs.items()``; ``""``: none)."""
+    while True:
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.args:
+            if v.func.id not in ("enumerate", "sorted", "reversed", "list", "tuple", "zip"):
+                return v.func.id
+            v = v.args[0]
+        elif (
+            isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute)
+            and v.func.attr in ("items", "values", "keys", "copy")
+        ):
+            v = v.func.value
+        elif isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute):
+            return v.func.attr
+        elif isinstance(v, ast.Attribute):
+            return v.attr
+        elif isinstance(v, ast.Name):
+            return v.id
+        else:
+            return ""
+
+
 class Classifier:
     """Finds volatile sources in expressions of one module (and the modules it imports).
 
@@ -712,6 +735,8 @@ class Classifier:
             )
         ):
             loop_of = self._iterable_name(values)
+            if loop_of is None and not values and isinstance(origin, ast.Name):
+                loop_of = self._comprehension_iterable(origin)
             found = self._by_name(name if loop_of is None else loop_of, origin)
         return found if len(values) <= 1 else _plain(found)
 
@@ -729,25 +754,25 @@ class Classifier:
         loop = self.ix(v).parent.get(v) if isinstance(v, ast.AST) else None
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or loop.iter is not v:
             return None
-        while True:
-            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.args:
-                if v.func.id not in ("enumerate", "sorted", "reversed", "list", "tuple", "zip"):
-                    return v.func.id
-                v = v.args[0]
-            elif (
-                isinstance(v, ast.Call)
-                and isinstance(v.func, ast.Attribute)
-                and v.func.attr in ("items", "values", "keys", "copy")
-            ):
-                v = v.func.value
-            elif isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute):
-                return v.func.attr
-            elif isinstance(v, ast.Attribute):
-                return v.attr
-            elif isinstance(v, ast.Name):
-                return v.id
-            else:
-                return ""
+        return _name_of_iterable(v)
+
+    def _comprehension_iterable(self, node: ast.Name) -> str | None:
+        """The name of what a comprehension's variable iterates over, as for a loop variable.
+
+        ``[c.render() for c in self.examples]`` reads the examples (see
+        :meth:`_iterable_name`).
+        """
+        ix = self.ix(node)
+        cur = ix.parent.get(node)
+        while cur is not None:
+            if isinstance(cur, _COMPREHENSIONS):
+                for gen in cur.generators:
+                    if any(
+                        isinstance(n, ast.Name) and n.id == node.id for n in ast.walk(gen.target)
+                    ):
+                        return _name_of_iterable(gen.iter)
+            cur = ix.parent.get(cur)
+        return None
 
     def _from_caller(self, param: Param, depth: int, seen: frozenset) -> list[Source]:
         """What the one call in view of a parameter's function passes for it.
@@ -942,9 +967,14 @@ class Classifier:
         return kept + [Source(rule, Frequency.REQUEST, last, what)]
 
     def _appends_text(self, value: ast.AST) -> bool:
-        """``x += <text>``: a literal, an f-string, or a name holding one (building text)."""
+        """``x += <text>``: a literal, an f-string, or a name holding one (building text).
+
+        Also a concatenation with a literal or f-string in it (``x += " " + self.text``).
+        """
         if _is_text(value):
             return True
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            return self._appends_text(value.left) or self._appends_text(value.right)
         if isinstance(value, ast.Name):
             values = self.ix(value).resolve_name(value)
             return len(values) == 1 and _is_text(values[0])

@@ -861,6 +861,10 @@ class Place:
         """
         b_lo = self.before + len(self.unknown_before)
         a_lo = self.after + len(self.unknown_after)
+        if self.masked_late:
+            # Checked first: however much follows, a value as volatile comes within one
+            # cache increment, and what follows that one is its cost, not this value's.
+            return Position.LATE
         if not self.unknown_before and self.before <= a_lo:
             return Position.EARLY
         if (
@@ -1323,6 +1327,11 @@ def _position(
         # follows the hole, so less follows the value. Only when the text in view before
         # the hole is a prompt of its own size (a hole after a few tokens may be the prompt).
         return Position.LATE, place, True
+    if src.inside and place.masked_late:
+        # Inside text of unknown layout that a value as volatile follows within one cache
+        # increment (`<memories>{formatted}</memories> Time: {now}`): the block is a volatile
+        # one, and what follows it is lost to that value anyway.
+        return Position.LATE, place, True
     if src.inside or sink.slot == "append":
         return Position.MIDDLE, None, False
     band = place.band()
@@ -1647,7 +1656,19 @@ class _ModuleLint:
         total = tm.token_count
         first_volatile: tuple[int, tuple[str, ...]] | None = None
         rates = [self.hole_rate(sink, hole) for hole, _s, _e in holes]
-        records = [_record_of(hole.node) for hole, _s, _e in holes]
+        # The conversation spread into the request after the system message
+        # (`[system, *state.messages]`) changes every turn: it ends what a value before it
+        # can cost, though it is no finding of its own.
+        spread = {
+            id(e.value)
+            for e in getattr(sink.value, "elts", [])
+            if isinstance(sink.value, (ast.List, ast.Tuple)) and isinstance(e, ast.Starred)
+        }
+        masks = [
+            Frequency.REQUEST if rate is None and id(hole.node) in spread else rate
+            for rate, (hole, _s, _e) in zip(rates, holes, strict=True)
+        ]
+        records = [self.record_of(hole.node) for hole, _s, _e in holes]
         for i, (hole, start, end) in enumerate(holes):
             # Fields of one record written one after another (`{student.name}, grade
             # {student.grade}, goals: {student.goals}`) change together: the block is one
@@ -1663,7 +1684,7 @@ class _ModuleLint:
             until_next = None
             if rates[i] is not None:
                 for k in range(last + 1, len(holes)):
-                    rate = rates[k]
+                    rate = masks[k]
                     if rate is not None and rate >= rates[i]:
                         until_next = max(0, tm.token_at(holes[k][1]) - tm.token_at(end))
                         break
@@ -1703,6 +1724,17 @@ class _ModuleLint:
             unknown = tuple(h.label for h, _s, _e in holes if h.sample is None)
             static = first_volatile if first_volatile is not None else (total, unknown)
             self.static_prefixes.append((static[0], static[1], sink))
+
+    def record_of(self, node: ast.AST) -> str | None:
+        """The record a value is a field of (:func:`_record_of`), through one assignment.
+
+        ``customer = ctx.get("customer")`` then ``{customer}``: a field of ``ctx``.
+        """
+        if isinstance(node, ast.Name):
+            values = self.classifier.ix(node).resolve_name(node)
+            if len(values) == 1 and isinstance(values[0], ast.expr):
+                node = values[0]
+        return _record_of(node)
 
     def per_call_processes(self, node: ast.AST) -> bool:
         """Whether the tree ``node`` is in starts a fresh process for each call."""

@@ -1,0 +1,99 @@
+"""Fields of one context, the conversation spread into a request, examples in a comprehension.
+
+Issue 16, after the blind run of heldout11b (assistants and agent frameworks). Small
+examples of our own; each quiet case has the case that must stay loud beside it.
+"""
+
+import textwrap
+
+from tests.lint.snippets import BODY, flagged, lint
+
+
+def _module(code: str) -> str:
+    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
+
+
+def test_locals_read_from_one_context_are_fields_of_one_record():
+    code = """
+    def triage_instructions(context_variables):
+        customer_context = context_variables.get("customer_context")
+        flight_context = context_variables.get("flight_context")
+        return f\"\"\"BODY_TEXT
+    The customer context is here: {customer_context}, and flight context: {flight_context}\"\"\"
+    agent = Agent(instructions=triage_instructions)
+    """
+    assert not flagged(lint(_module(code)))
+    head = code.replace('f"""BODY_TEXT\n', 'f"""').replace(
+        '{flight_context}"""', '{flight_context}\nBODY_TEXT"""'
+    )
+    assert flagged(lint(_module(head)), "CB103")
+
+
+MEMORY = """
+from datetime import datetime
+PROMPT = \"\"\"You are a friendly chatbot. Get to know the user.
+{user_info}
+
+System Time: {time}\"\"\"
+
+async def call_model(state, store, user_id):
+    memories = await store.asearch(("memories", user_id), query=str(state.messages[-3:]))
+    formatted = "\\n".join(f"[{m.key}]: {m.value}" for m in memories)
+    if formatted:
+        formatted = f"<memories>\\n{formatted}\\n</memories>"
+    sys = PROMPT.format(user_info=formatted, time=datetime.now().isoformat())
+    return await llm.ainvoke([{"role": "system", "content": sys}, *state.messages])
+"""
+
+
+def test_memories_then_a_clock_then_the_conversation_cost_nothing_static():
+    # After the memories come a label, the clock and the conversation: nothing static.
+    assert not flagged(lint(_module(MEMORY)))
+
+
+def test_the_same_memories_ahead_of_static_instructions_are_flagged():
+    loud = MEMORY.replace("System Time: {time}", "System Time: {time}\nBODY_TEXT")
+    assert flagged(lint(_module(loud)))
+
+
+EXAMPLES = """
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Message:
+    user: str
+    text: str = None
+
+    def render(self):
+        result = self.user + ":"
+        if self.text is not None:
+            result += " " + self.text
+        return result
+
+@dataclass(frozen=True)
+class Prompt:
+    header: Message
+    examples: list
+
+    def full_render(self):
+        return [{"role": "system", "content": self.render_system_prompt()}]
+
+    def render_system_prompt(self):
+        return "\\n".join(
+            [self.header.render()] + [conversation.render() for conversation in self.examples]
+        )
+"""
+
+
+def test_example_conversations_rendered_in_a_comprehension_are_configuration():
+    # `conversation` iterates over the configured examples; `result += " " + self.text`
+    # builds text, it is not a state the method keeps changing.
+    assert not flagged(lint(_module(EXAMPLES)))
+
+
+def test_a_comprehension_over_the_history_is_still_history():
+    loud = EXAMPLES.replace(
+        "[conversation.render() for conversation in self.examples]",
+        '[conversation.render() for conversation in self.chat_history] + ["BODY_TEXT"]',
+    )
+    assert flagged(lint(_module(loud)), "CB105")
