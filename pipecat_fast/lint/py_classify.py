@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pipecat_fast.lint.findings import Frequency, shorten
-from pipecat_fast.lint.py_index import ModuleIndex, Param
+from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, Param
 from pipecat_fast.lint.vocab import classify_name, words
 
 MAX_DEPTH = 24
@@ -885,10 +885,14 @@ class Classifier:
             return None
         ix = self.ix(node)
         imported = ix.imported.get(node.value.id)
-        if ix.project is None or imported is None or imported.name is not None:
+        if ix.project is None or imported is None:
             return None
         from pipecat_fast.lint.project import top_level_value
 
+        if imported.name is not None:
+            # `from pkg import prompt` / `from . import prompt`: a module of the package.
+            module = f"{imported.module}.{imported.name}" if imported.module else imported.name
+            imported = ImportedName(module, None, imported.level)
         path = ix.project._module_path(ix, imported)  # noqa: SLF001 - same package
         target = ix.project.index(path) if path else None
         return top_level_value(target, node.attr) if target is not None else None

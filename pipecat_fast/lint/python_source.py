@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pipecat_fast import tokens
 from pipecat_fast.lint.findings import (
     LATE_TAIL_TOKENS,
+    VOLATILE_RULES,
     Finding,
     Frequency,
     Position,
@@ -32,7 +33,12 @@ from pipecat_fast.lint.findings import (
     late_share,
     shorten,
 )
-from pipecat_fast.lint.placeholders import classify_placeholder, find_placeholders, platform_fills
+from pipecat_fast.lint.placeholders import (
+    Placeholder,
+    classify_placeholder,
+    find_placeholders,
+    platform_fills,
+)
 from pipecat_fast.lint.project import imports_per_call_framework
 from pipecat_fast.lint.prompt import below_minimum_message, breakpoint_cost
 from pipecat_fast.lint.prompt_text import opens_like_prompt, reads_as_prompt
@@ -49,6 +55,7 @@ from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
 from pipecat_fast.lint.textmap import TextMap
 from pipecat_fast.lint.vocab import words
 from pipecat_fast.providers.llm import PrefixMinimum, prefix_minimum
+from pipecat_fast.providers.prompt_vars import StateTemplating, state_templating
 
 SYSTEM_WORDS = {
     "prompt",
@@ -149,6 +156,8 @@ class Sink:
     fallback: str = ""
     """Found by its text alone (it reads as a prompt; no sink in view takes it):
     ``"opening"`` when the text opens like a prompt, ``"body"`` otherwise."""
+    state: StateTemplating | None = None
+    """The framework that fills this instruction's ``{name}`` from session state (ADK)."""
 
 
 def _target_name(target: ast.AST) -> str | None:
@@ -355,14 +364,27 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         template=False,
         rewrite=False,
         last_append=False,
+        state=None,
     ) -> None:
         if value is None or id(value) in seen:
             return
         seen.add(id(value))
         sinks.append(
-            Sink(value, slot, label, name, block, per_turn, rewrite, template, last_append)
+            Sink(
+                value,
+                slot,
+                label,
+                name,
+                block,
+                per_turn,
+                rewrite,
+                template,
+                last_append,
+                state=state,
+            )
         )
 
+    state = _state_framework(tree)
     appended: set[int] = set()
     appended_messages: set[int] = set()
     guarded = _system_guarded(tree)
@@ -425,10 +447,17 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         elif isinstance(node, ast.Call):
             call = _call_name(node)
             for kw in node.keywords:
-                if kw.arg in SYSTEM_KEYWORDS:
+                fills = state is not None and kw.arg in state.keywords
+                if kw.arg in SYSTEM_KEYWORDS or fills:
                     per_turn = call in MESSAGE_CALLS
                     slot = "message" if per_turn else "system"
-                    add(kw.value, slot, f"`{call}({kw.arg}=...)`", per_turn=per_turn)
+                    add(
+                        kw.value,
+                        slot,
+                        f"`{call}({kw.arg}=...)`",
+                        per_turn=per_turn,
+                        state=state if fills else None,
+                    )
                 elif kw.arg in TOOL_KEYWORDS:
                     add(kw.value, "tools", f"`{call}({kw.arg}=...)`")
                 elif kw.arg and "_".join(words(kw.arg)) in SYSTEM_KEYWORDS:
@@ -502,6 +531,57 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         # system prompt, not as a prompt of its own.
         sinks = [s for s in sinks if not (s.name in later and s.slot in ("system", "append"))]
     return sinks
+
+
+def _state_framework(tree: ast.Module) -> StateTemplating | None:
+    """The framework the module imports that fills instructions from session state."""
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module)
+        elif isinstance(node, ast.Import):
+            modules.update(a.name for a in node.names)
+    for fw in state_templating():
+        if any(m == p or m.startswith(p + ".") for m in modules for p in fw.imports):
+            return fw
+    return None
+
+
+_STATE_KEY = re.compile(r"(?<!\{)\{(artifact\.[\w.\-]+|(?:[a-z]+:)?[A-Za-z_]\w*)(\?)?\}(?!\})")
+"""``{key}``, ``{key?}``, ``{user:key}``, ``{artifact.name}`` in a state-filled instruction."""
+
+
+def _state_holes(segments: list, sink: Sink) -> list:
+    """Split an instruction's text at the session-state keys its framework fills.
+
+    Each key is filled from the session's state before every request (``app:`` keys, set
+    per deployment, excepted). Its name says what kind of content it is when it can
+    (``{current_time}`` a clock); otherwise it is the session's own state (per session).
+    """
+    assert sink.state is not None
+    out: list = []
+    for seg in segments:
+        if not isinstance(seg, str):
+            out.append(seg)
+            continue
+        pos = 0
+        for m in _STATE_KEY.finditer(seg):
+            key = m.group(1)
+            if key.startswith(sink.state.config_prefixes):
+                continue
+            name = key.split(":", 1)[-1].split(".")[-1]
+            guess = classify_placeholder(Placeholder(m.start(), m.end(), name, double=False))
+            rule, freq, what = guess or ("CB103", Frequency.SESSION, "the session's state")
+            if rule not in VOLATILE_RULES:
+                rule, freq, what = "CB103", Frequency.SESSION, "the session's state"
+            origin = ast.Constant(value=m.group())
+            ast.copy_location(origin, sink.value)
+            src = Source(rule, freq, origin, f"{m.group()} ({what})", placeholder=True)
+            out.append(seg[pos : m.start()])
+            out.append(Hole(sink.value, [src], None, None, m.group()))
+            pos = m.end()
+        out.append(seg[pos:])
+    return [s for s in out if not (isinstance(s, str) and not s)]
 
 
 def _later_message_names(tree: ast.Module) -> set[str]:
@@ -1628,6 +1708,8 @@ class _ModuleLint:
             # what it leaves unfilled is not what ships (the last step is checked).
             for key in set(renderer.issues) - issues_before:
                 del renderer.issues[key]
+        if sink.state is not None:
+            return _state_holes(segments, sink)
         if sink.template or (
             sink.slot == "system"
             and sink.name
@@ -1668,8 +1750,13 @@ class _ModuleLint:
             Frequency.REQUEST if rate is None and id(hole.node) in spread else rate
             for rate, (hole, _s, _e) in zip(rates, holes, strict=True)
         ]
-        records = [self.record_of(hole.node) for hole, _s, _e in holes]
-        for i, (hole, start, end) in enumerate(holes):
+        # (A template's placeholders share the template's node: they are not fields.)
+        records = [
+            self.record_of(hole.node) if hole.name is None else None for hole, _s, _e in holes
+        ]
+        lasts: list[int] = []
+        nexts: list[tuple[int, int] | None] = []  # (next as volatile, tokens to it)
+        for i in range(len(holes)):
             # Fields of one record written one after another (`{student.name}, grade
             # {student.grade}, goals: {student.goals}`) change together: the block is one
             # value, and only the text after its last field is at stake.
@@ -1681,15 +1768,21 @@ class _ModuleLint:
                 and records[last + 1] == records[i]
             ):
                 last += 1
-            until_next = None
+            lasts.append(last)
+            found = None
             if rates[i] is not None:
                 for k in range(last + 1, len(holes)):
                     rate = masks[k]
                     if rate is not None and rate >= rates[i]:
-                        until_next = max(0, tm.token_at(holes[k][1]) - tm.token_at(end))
+                        gap = tm.token_at(holes[k][1]) - tm.token_at(holes[last][2])
+                        found = (k, max(0, gap))
                         break
                     if holes[k][0].sample is None:
                         break  # unknown-size text before it: the stretch is not known
+            nexts.append(found)
+        for i, (hole, start, _end) in enumerate(holes):
+            last = lasts[i]
+            until_next = nexts[i][1] if nexts[i] is not None else None
             after_holes = [h for k, (h, _s, _e) in enumerate(holes) if k > last]
             place = Place(
                 before=tm.token_at(start),

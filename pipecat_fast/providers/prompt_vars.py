@@ -119,3 +119,37 @@ def process_per_call_imports() -> tuple[str, ...]:
         if entry.get("process_per_call"):
             out.extend(entry["imports"])
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class StateTemplating:
+    """A framework that fills ``{name}`` in an agent's instruction from session state.
+
+    Attributes:
+        imports: Module prefixes whose import in a file says it uses the framework.
+        keywords: The agent's arguments whose strings it fills (``instruction``).
+        config_prefixes: Name prefixes of state set per deployment, not per session.
+        source: Where that comes from.
+    """
+
+    imports: tuple[str, ...]
+    keywords: frozenset[str]
+    config_prefixes: tuple[str, ...]
+    source: str
+
+
+@cache
+def state_templating() -> tuple[StateTemplating, ...]:
+    """Frameworks that render session state into instruction strings (Google ADK)."""
+    out = []
+    for entry in _table_data()["frameworks"].values():
+        if "state_template_keywords" in entry:
+            out.append(
+                StateTemplating(
+                    tuple(entry["imports"]),
+                    frozenset(entry["state_template_keywords"]),
+                    tuple(entry.get("config_prefixes", ())),
+                    entry["source"],
+                )
+            )
+    return tuple(out)

@@ -97,3 +97,47 @@ def test_a_comprehension_over_the_history_is_still_history():
         '[conversation.render() for conversation in self.chat_history] + ["BODY_TEXT"]',
     )
     assert flagged(lint(_module(loud)), "CB105")
+
+
+ADK_AGENT = """
+from google.adk.agents import LlmAgent
+from concierge import prompt
+
+root_agent = LlmAgent(name="root", model="gemini-2.0-flash", instruction=prompt.ROOT)
+"""
+
+
+def _adk(tmp_path, text: str, agent: str = ADK_AGENT) -> list:
+    from pathlib import Path
+
+    from pipecat_fast.lint.files import iter_paths, lint_path
+    from pipecat_fast.lint.project import Project
+
+    pkg = Path(tmp_path) / "concierge"
+    pkg.mkdir()
+    (pkg / "prompt.py").write_text(f'ROOT = """{text}"""\n', "utf-8")
+    (pkg / "agent.py").write_text(textwrap.dedent(agent), "utf-8")
+    paths = list(iter_paths([str(tmp_path)]))
+    project = Project.from_paths(paths, roots=[str(tmp_path)])
+    return [
+        f for p in paths if p.endswith("agent.py") for f in lint_path(p, project=project).findings
+    ]
+
+
+def test_adk_fills_an_instruction_s_braces_from_session_state(tmp_path):
+    # ADK replaces `{itinerary}` with session.state["itinerary"] before every request.
+    found = flagged(_adk(tmp_path, "Current trip:\n{itinerary}\n" + BODY))
+    assert found and "{itinerary}" in found[0].message
+
+
+def test_adk_state_at_the_instruction_s_end_and_app_state_are_not_flagged(tmp_path):
+    assert not flagged(_adk(tmp_path, BODY + "\nCurrent trip:\n{itinerary}"))
+
+
+def test_adk_app_state_is_set_per_deployment(tmp_path):
+    assert not flagged(_adk(tmp_path, "Brand: {app:brand_name}\n" + BODY))
+
+
+def test_the_same_braces_without_adk_are_text(tmp_path):
+    plain = ADK_AGENT.replace("from google.adk.agents import LlmAgent\n", "")
+    assert not flagged(_adk(tmp_path, "Current trip:\n{itinerary}\n" + BODY, plain))
