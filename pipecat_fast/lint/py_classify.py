@@ -19,7 +19,7 @@ from typing import Any
 
 from pipecat_fast.lint.findings import Frequency, shorten
 from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, Param
-from pipecat_fast.lint.vocab import classify_name, words
+from pipecat_fast.lint.vocab import classify_name, names_deployment, words
 
 MAX_DEPTH = 24
 
@@ -590,6 +590,10 @@ class Classifier:
                 return _clock(inner, None, lambda v, k=key: v[k])
             found = _plain(inner)
             key = node.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if names_deployment(key.value):
+                    # `dial_info["agent_id"]`: which configured agent the call is for.
+                    return []
             if isinstance(key, ast.Constant) and key.value == 0 and type(key.value) is int:
                 # `stored["messages"][0]`: the first message of a list only named like a
                 # conversation is its opening (a stored scenario's system prompt), the same
@@ -1281,6 +1285,8 @@ class Classifier:
             return [Source("CB105", Frequency.REQUEST, node, what)]
         if attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
             key = node.args[0].value
+            if isinstance(key, str) and names_deployment(key):
+                return []  # `metadata.get("agent_id")`: which configured agent (see above)
             if isinstance(key, str) and not receiver:
                 return self._by_name(key, node)
         if attr in _PASS_THROUGH_METHODS:

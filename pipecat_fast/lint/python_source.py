@@ -319,10 +319,21 @@ def _call_name(call: ast.Call) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
 
+def _separators_only(value: ast.AST) -> bool:
+    """An f-string whose literal text is whitespace and punctuation only (``f"- {x}"``)."""
+    if not isinstance(value, ast.JoinedStr):
+        return False
+    text = "".join(str(v.value) for v in value.values if isinstance(v, ast.Constant))
+    return not re.search(r"\w", text)
+
+
 def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
     """True when ``node`` (``x += ...``) is the last append to ``x`` in its function.
 
-    Also not repeated by a loop: what it appends ends the text.
+    What it appends ends the text. Also in a loop whose piece is values joined by
+    separators only (``for node in nodes: text += f"; {node}"``): each pass's value is
+    followed by the next pass's, as volatile, and no static text; a piece with words of its
+    own is repeated static text after the first pass's value, so it does not count.
     """
     if not isinstance(node.target, ast.Name):
         return False
@@ -333,7 +344,11 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
                 scope = fn  # ast.walk is breadth first: the innermost function comes last
     loops = (ast.For, ast.AsyncFor, ast.While)
     for n in ast.walk(scope):
-        if isinstance(n, loops) and any(m is node for m in ast.walk(n)):
+        if (
+            isinstance(n, loops)
+            and any(m is node for m in ast.walk(n))
+            and not _separators_only(node.value)
+        ):
             return False
         if (
             isinstance(n, ast.AugAssign)

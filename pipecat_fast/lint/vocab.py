@@ -103,6 +103,19 @@ Not ``userdata``: LiveKit's ``AgentSession(userdata=...)``/``RunContext.userdata
 app's own session-state object (an order, a menu, flags), so what it holds is judged by
 its fields' names (``userdata.customer_name`` is caller data, ``userdata.drink_items``
 is not)."""
+_DEPLOYMENT_OWNERS = {"agent", "assistant", "bot", "workflow", "persona", "template", "tenant"}
+_DEPLOYMENT_KEYS = {"id", "ids", "name", "slug", "key", "type", "config"}
+"""``agent_id``, ``assistant_name``, ``workflow_id``: which configured agent a call is for.
+Read from a call's metadata, it selects a deployment's stored configuration (its prompt,
+its tools), the same for every call of that agent: not per-caller data."""
+
+
+def names_deployment(identifier: str) -> bool:
+    """Whether a key names the configured agent a call is routed to (``agent_id``)."""
+    parts = words(identifier)
+    return len(parts) == 2 and parts[0] in _DEPLOYMENT_OWNERS and parts[1] in _DEPLOYMENT_KEYS
+
+
 _EARLIER_WORDS = {"last", "previous", "prev", "prior", "past"}
 _EARLIER_RECORDS = {
     "session",
