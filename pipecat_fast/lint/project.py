@@ -203,6 +203,10 @@ class Project:
         for key in list(self._texts):
             content = self.text(key)
             if content and all(pattern.format(f) in content for f in fields):
+                if Path(key).suffix.lower() in (".yaml", ".yml", ".json"):
+                    # A config file: the template is the one string value holding the
+                    # fields (`system_prompt: |` ...), not the whole file.
+                    content = _data_string_with(content, fields, pattern) or content
                 found.append(content)
                 if len(found) > 1:
                     return None
@@ -502,6 +506,27 @@ def top_level_value(index: ModuleIndex, name: str) -> ast.AST | None:
             if isinstance(stmt.target, ast.Name) and stmt.target.id == name:
                 found = stmt.value
     return found
+
+
+def _data_string_with(content: str, fields: set[str], pattern: str) -> str | None:
+    """The one string of a YAML/JSON document holding every field, else ``None``."""
+    import yaml  # a dependency of Pipecat (YAML is a superset of JSON)
+
+    try:
+        docs = list(yaml.safe_load_all(content))
+    except yaml.YAMLError:
+        return None
+    hits: list[str] = []
+    stack: list = list(docs)
+    while stack and len(hits) < 2:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and all(pattern.format(f) in node for f in fields):
+            hits.append(node)
+    return hits[0] if len(hits) == 1 else None
 
 
 def _parse_module(text: str, path: str) -> tuple[ast.Module, str]:

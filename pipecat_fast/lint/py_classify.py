@@ -20,6 +20,7 @@ from typing import Any
 from pipecat_fast.lint.findings import Frequency, shorten
 from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, Param
 from pipecat_fast.lint.vocab import classify_name, names_deployment, words
+from pipecat_fast.providers.prompt_vars import run_context_types
 
 MAX_DEPTH = 24
 
@@ -1411,6 +1412,12 @@ def _call_state(arg: ast.arg) -> list[Source]:
     """
     if arg.annotation is None:
         return []
+    outer = arg.annotation.value if isinstance(arg.annotation, ast.Subscript) else arg.annotation
+    outer_name = getattr(outer, "id", None) or getattr(outer, "attr", None)
+    if outer_name in run_context_types():
+        # OpenAI Agents' `RunContextWrapper[T]`: the context object passed to this run.
+        what = f"{arg.arg} (a {outer_name}: this run's own context)"
+        return [Source("CB103", Frequency.SESSION, arg, what, guessed=True)]
     try:
         ws = set(words(ast.unparse(arg.annotation)))
     except (ValueError, RecursionError):

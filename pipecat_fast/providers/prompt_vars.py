@@ -153,3 +153,12 @@ def state_templating() -> tuple[StateTemplating, ...]:
                 )
             )
     return tuple(out)
+
+
+@cache
+def run_context_types() -> frozenset[str]:
+    """Parameter types that carry one run's own context object (``RunContextWrapper``)."""
+    out: set[str] = set()
+    for entry in _table_data()["frameworks"].values():
+        out.update(entry.get("run_context_types", ()))
+    return frozenset(out)

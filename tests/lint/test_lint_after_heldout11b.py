@@ -141,3 +141,56 @@ def test_adk_app_state_is_set_per_deployment(tmp_path):
 def test_the_same_braces_without_adk_are_text(tmp_path):
     plain = ADK_AGENT.replace("from google.adk.agents import LlmAgent\n", "")
     assert not flagged(_adk(tmp_path, "Current trip:\n{itinerary}\n" + BODY, plain))
+
+
+RUN_CONTEXT = """
+from agents import Agent, RunContextWrapper
+
+def seat_instructions(run_context: RunContextWrapper[AirlineContext], agent) -> str:
+    ctx = run_context.context
+    return f"Confirmation {ctx.confirmation_number}, seat {ctx.seat_number}. BODY_TEXT"
+
+seat_agent = Agent(name="Seats", instructions=seat_instructions)
+"""
+
+
+def test_what_dynamic_instructions_read_off_the_run_context_is_this_run_s_data():
+    assert flagged(lint(_module(RUN_CONTEXT)), "CB103")
+
+
+def test_the_same_fields_off_an_untyped_parameter_say_nothing():
+    plain = RUN_CONTEXT.replace(": RunContextWrapper[AirlineContext]", "")
+    assert not flagged(lint(_module(plain)))
+
+
+def test_a_template_in_a_yaml_config_is_the_string_under_its_key(tmp_path):
+    from pathlib import Path
+
+    from pipecat_fast.lint.files import iter_paths, lint_path
+    from pipecat_fast.lint.project import Project
+
+    root = Path(tmp_path)
+    models = "\n".join(f"  model_{i}: {{max_tokens: {i}}}" for i in range(200))
+    (root / "config.yaml").write_text(
+        f"models:\n{models}\nsystem_prompt: |\n  Today's date is {{date}}.\n  {BODY}\n",
+        "utf-8",
+    )
+    (root / "bot.py").write_text(
+        textwrap.dedent(
+            """
+            from datetime import datetime
+            def messages(config):
+                prompt = config.get("system_prompt")
+                prompt = prompt.replace("{date}", datetime.now().strftime("%B %d %Y"))
+                return [dict(role="system", content=prompt)]
+            """
+        ),
+        "utf-8",
+    )
+    paths = list(iter_paths([str(root)]))
+    project = Project.from_paths(paths, roots=[str(root)])
+    found = [
+        f for p in paths if p.endswith("bot.py") for f in lint_path(p, project=project).findings
+    ]
+    # The date opens the prompt: the models listed above it in the file are not its text.
+    assert flagged(found, "CB101")
