@@ -53,7 +53,7 @@ from pipecat_fast.lint.py_classify import (
 from pipecat_fast.lint.py_index import ModuleIndex, Param, parse
 from pipecat_fast.lint.py_render import Hole, Rendered, Renderer
 from pipecat_fast.lint.textmap import TextMap
-from pipecat_fast.lint.vocab import words
+from pipecat_fast.lint.vocab import classify_name, words
 from pipecat_fast.providers.llm import PrefixMinimum, prefix_minimum
 from pipecat_fast.providers.prompt_vars import StateTemplating, state_templating
 
@@ -158,6 +158,9 @@ class Sink:
     ``"opening"`` when the text opens like a prompt, ``"body"`` otherwise."""
     state: StateTemplating | None = None
     """The framework that fills this instruction's ``{name}`` from session state (ADK)."""
+    report_first: int = 0
+    """For a list of messages laid out together for positions only: report the values of
+    its first this many messages, not the others (they are graded by their own sinks)."""
 
 
 def _target_name(target: ast.AST) -> str | None:
@@ -274,6 +277,15 @@ def _holds_data(node: ast.AST) -> bool:
     return bool(w) and w[-1] in DATA_WORDS
 
 
+def _names_history(node: ast.AST) -> bool:
+    """A name or attribute named like a conversation history (``conversation_history``)."""
+    if isinstance(node, ast.FormattedValue):
+        node = node.value
+    name = _target_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    guess = classify_name(name) if name else None
+    return guess is not None and guess[0] == "CB105"
+
+
 def _holds_prompt_text(node: ast.AST) -> bool:
     """A name or attribute named like a whole prompt (``base_prompt``, ``self.instructions``).
 
@@ -380,6 +392,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         rewrite=False,
         last_append=False,
         state=None,
+        report_first=0,
     ) -> None:
         if value is None or id(value) in seen:
             return
@@ -396,6 +409,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 template,
                 last_append,
                 state=state,
+                report_first=report_first,
             )
         )
 
@@ -405,7 +419,18 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     guarded = _system_guarded(tree)
     called = _called_names(tree, project)
     lambdas: list[tuple[str, ast.Lambda]] = []
+    nodes_first: list[tuple[ast.List, int]] = []
+    combined: set[int] = set()
     for node in ast.walk(tree):
+        pair = _flows_role_and_task(node)
+        if pair is not None:
+            # A Pipecat Flows node's role messages are followed by its task messages: on the
+            # first node nothing comes between them, so the task text is what a value at
+            # the role message's end costs.
+            joined = ast.List(elts=[*pair[0].elts, *pair[1].elts], ctx=ast.Load())
+            ast.copy_location(joined, pair[0])
+            nodes_first.append((joined, len(pair[0].elts)))
+            combined.add(id(pair[0]))
         if isinstance(node, ast.Call):
             lists = [k.value for k in node.keywords if k.arg in APPENDED_MESSAGE_KEYWORDS]
             if _call_name(node) in ("add_messages", "extend"):
@@ -421,7 +446,16 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                     if isinstance(v, (ast.List, ast.Tuple)):
                         appended.add(id(v))
                         appended_messages.update(id(e) for e in v.elts)
+    for joined, n_role in nodes_first:
+        contents = [c for e in joined.elts[:n_role] if (c := message_content(e)) is not None]
+        if contents:
+            # (The task messages keep their own sinks: graded as messages, and a helper's
+            # parameter that fills one is followed to its callers.)
+            add(joined, "system", "a Flows node's role and task messages", report_first=n_role)
+            seen.update(id(c) for c in contents)
     for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and id(node) in combined:
+            continue
         if isinstance(node, (ast.List, ast.Tuple)) and id(node) not in appended:
             contents = [c for e in node.elts if (c := message_content(e)) is not None]
             if contents and all(
@@ -546,6 +580,24 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         # system prompt, not as a prompt of its own.
         sinks = [s for s in sinks if not (s.name in later and s.slot in ("system", "append"))]
     return sinks
+
+
+def _flows_role_and_task(node: ast.AST) -> tuple[ast.List, ast.List] | None:
+    """A Pipecat Flows node's ``role_messages`` and ``task_messages`` lists, when literal."""
+    if isinstance(node, ast.Call):
+        parts = {k.arg: k.value for k in node.keywords if k.arg}
+    elif isinstance(node, ast.Dict):
+        parts = {
+            k.value: v
+            for k, v in zip(node.keys, node.values, strict=True)
+            if isinstance(k, ast.Constant) and isinstance(k.value, str)
+        }
+    else:
+        return None
+    role, task = parts.get("role_messages"), parts.get("task_messages")
+    if isinstance(role, ast.List) and isinstance(task, ast.List) and role.elts and task.elts:
+        return role, task
+    return None
 
 
 def _state_framework(tree: ast.Module) -> StateTemplating | None:
@@ -928,6 +980,8 @@ class Place:
     until_next: int | None = None
     """Known tokens after the hole up to the next value that changes at least as often
     (``None`` when there is none, or unknown-size text lies between them)."""
+    history_hole: bool = False
+    """The hole is named like a conversation history (``conversation_history``)."""
     short_after: int = 0
     short_before: int = 0
     """How many of ``unknown_before`` are named like a short value."""
@@ -1323,6 +1377,8 @@ def _literals_only(
     return [note, *found]
 
 
+END_TOKENS = 4
+"""What a request's rendering may add after a message's last value (a separator)."""
 INSIDE_TAIL_MIN_BEFORE = 64
 """Known tokens before a hole for its own place to say where a value inside it sits (half
 an OpenAI cache increment): fewer, and the hole may hold most of the prompt."""
@@ -1421,6 +1477,17 @@ def _position(
         # itself the tail of a prompt in view: less than a third of the prompt's known text
         # follows the hole, so less follows the value. Only when the text in view before
         # the hole is a prompt of its own size (a hole after a few tokens may be the prompt).
+        return Position.LATE, place, True
+    a_end = place.after_at_most
+    if (
+        src.inside
+        and src.rule == "CB105"
+        and place.history_hole
+        and a_end is not None
+        and a_end <= END_TOKENS
+    ):
+        # A history block that ends the text (`"Conversation history:\n" f"{history}"`):
+        # after the turns inside it comes only the block's own formatting.
         return Position.LATE, place, True
     if src.inside and place.masked_late:
         # Inside text of unknown layout that a value as volatile follows within one cache
@@ -1795,7 +1862,14 @@ class _ModuleLint:
                     if holes[k][0].sample is None:
                         break  # unknown-size text before it: the stretch is not known
             nexts.append(found)
+        reported = None
+        if sink.report_first and isinstance(sink.value, ast.List):
+            reported = {id(n) for e in sink.value.elts[: sink.report_first] for n in ast.walk(e)}
         for i, (hole, start, _end) in enumerate(holes):
+            if reported is not None and not (
+                id(hole.node) in reported or (hole.via is not None and id(hole.via) in reported)
+            ):
+                continue  # laid out here for the position of the others only
             last = lasts[i]
             until_next = nexts[i][1] if nexts[i] is not None else None
             after_holes = [h for k, (h, _s, _e) in enumerate(holes) if k > last]
@@ -1812,6 +1886,7 @@ class _ModuleLint:
                     h.sample is None and _holds_prompt_text(h.node) for h in after_holes
                 ),
                 until_next=until_next,
+                history_hole=_names_history(hole.node),
                 short_after=sum(
                     1 for h in after_holes if h.sample is None and _short_value(h.node)
                 ),
