@@ -725,6 +725,7 @@ class Classifier:
                         _typed_clock(v.arg)
                         or self._by_name(v.arg.arg, v.arg)
                         or _call_state(v.arg)
+                        or _caller_record(v)
                         or self._from_caller(v, depth, seen)
                     )
                 continue
@@ -1400,6 +1401,39 @@ def _typed_clock(arg: ast.arg) -> list[Source]:
     freq, probe = typed
     what = f"{arg.arg} (a `{text}` parameter)"
     return [Source("CB101", freq, arg, what, sample=ClockValue(probe))]
+
+
+def _caller_record(param: Param) -> list[Source]:
+    """A parameter its function reads caller fields off (``data["contact_number"]``).
+
+    A record with the caller's number or name in it is that call's record, so its other
+    fields (``data.get("objective")``) are that call's too.
+    """
+    fn, name = param.function, param.arg.arg
+    for node in ast.walk(fn):
+        key = None
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+            and isinstance(node.slice, ast.Constant)
+        ):
+            key = node.slice.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            key = node.args[0].value
+        guess = classify_name(key) if isinstance(key, str) else None
+        if guess is not None and guess[0] == "CB103":
+            what = f"{name} (a record holding the caller's {key})"
+            return [Source("CB103", Frequency.SESSION, param.arg, what, guessed=True)]
+    return []
 
 
 def _call_state(arg: ast.arg) -> list[Source]:

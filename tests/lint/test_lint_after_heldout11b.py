@@ -194,3 +194,26 @@ def test_a_template_in_a_yaml_config_is_the_string_under_its_key(tmp_path):
     ]
     # The date opens the prompt: the models listed above it in the file are not its text.
     assert flagged(found, "CB101")
+
+
+OUTBOUND = """
+def fetch_script(agent, data):
+    objective = data.get("objective")
+    return f\"\"\"You are calling on behalf of {agent}. Deliver this message: {objective}.
+BODY_TEXT\"\"\"
+
+def create_call(agent, data):
+    number = data["contact_number"]
+    script = fetch_script(agent, data)
+    return {"customer": {"number": number}, "messages": [{"role": "system", "content": script}]}
+"""
+
+
+def test_a_field_of_a_record_that_holds_the_caller_s_number_is_per_call():
+    # `data` carries the contact's number, so its `objective` is this call's too.
+    assert flagged(lint(_module(OUTBOUND)), "CB103")
+
+
+def test_the_same_field_of_a_record_without_caller_fields_says_nothing():
+    quiet = OUTBOUND.replace('data["contact_number"]', 'data["region"]')
+    assert not flagged(lint(_module(quiet)))
