@@ -996,6 +996,18 @@ class Classifier:
             values = ix.resolve_self_attr(node)
             found = self._values(values, node.attr, node, depth, seen)
             found = self._updated(node, node.attr, found)
+            grown = ix.grown_self_attr(node)
+            if grown and not any(s.rule in ("CB101", "CB102") for s in found):
+                # `self.pages.append(frame.text)` in a handler: the list accumulates what
+                # the session produced, turn by turn.
+                last = grown[-1]
+                guess = classify_name(node.attr)
+                rule = guess[0] if guess and guess[0] in ("CB103", "CB105") else "CB105"
+                what = (
+                    f"self.{node.attr}, grown at line {last.lineno} in {ix.function_name(last)}()"
+                )
+                found = [s for s in _plain(found) if s.rule != rule]
+                found.append(Source(rule, Frequency.REQUEST, last, what))
             return found if len(values) <= 1 else _inside(found)
         value = self.module_attribute(node)
         if value is not None:

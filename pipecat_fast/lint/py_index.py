@@ -95,6 +95,7 @@ class ModuleIndex:
         self.text_grown: dict[ast.AST, dict[str, list[tuple[int, ast.AugAssign]]]] = {}
         # class node -> attribute -> [AugAssign]; scope node -> name -> [AugAssign]
         self.self_augmented: dict[ast.AST, dict[str, list[ast.AugAssign]]] = {}
+        self.self_grown: dict[ast.AST, dict[str, list[ast.Call]]] = {}
         self.augmented: dict[ast.AST, dict[str, list[ast.AugAssign]]] = {}
         self.formatted_names: set[str] = set()
         self.formatted_at: dict[str, list[int]] = {}
@@ -187,6 +188,11 @@ class ModuleIndex:
                 scope = self.scope_of(scope)
         return []
 
+    def grown_self_attr(self, node: ast.Attribute) -> list[ast.Call]:
+        """``self.x.append(...)`` calls outside ``__init__`` growing the list ``node`` reads."""
+        cls = self.class_of(node)
+        return [] if cls is None else self.self_grown.get(cls, {}).get(node.attr, [])
+
     def _collect_call(self, node: ast.Call) -> None:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -201,6 +207,18 @@ class ModuleIndex:
             self.shuffled.setdefault(self.scope_of(node), {}).setdefault(
                 node.args[0].id, []
             ).append((node.lineno, node))
+        if (
+            name in _IN_PLACE_GROW
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Attribute)
+            and isinstance(func.value.value, ast.Name)
+            and func.value.value.id == "self"
+        ):
+            # `self.pages.append(text)`: an object's list that grows while it runs.
+            cls = self.class_of(node)
+            fn = self.function_of(node)
+            if cls is not None and getattr(fn, "name", "") != "__init__":
+                self.self_grown.setdefault(cls, {}).setdefault(func.value.attr, []).append(node)
         if (
             name in _IN_PLACE_GROW
             and isinstance(func, ast.Attribute)

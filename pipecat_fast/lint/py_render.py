@@ -408,6 +408,8 @@ class Renderer:
     def _attribute(self, node: ast.Attribute, r) -> list[Segment]:
         if isinstance(node.value, ast.Name) and node.value.id == "self":
             values = self.ix(node).resolve_self_attr(node)
+            if self.ix(node).grown_self_attr(node):
+                values = []  # a list the object keeps appending to: not its first value
             if len(values) == 1 and not isinstance(values[0], Param):
                 inner = r(values[0])
                 if self._laid_out(inner):
@@ -436,6 +438,8 @@ class Renderer:
             return None
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
+                if self.ix(node).grown_self_attr(node):
+                    return None  # a list the object keeps appending to: not its first value
                 values = self.ix(node).resolve_self_attr(node)
                 return values[0] if len(values) == 1 else None
             return self.classifier.module_attribute(node)

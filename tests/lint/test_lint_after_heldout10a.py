@@ -66,3 +66,36 @@ def test_a_history_block_that_ends_the_text_is_late():
 def test_the_same_history_block_before_instructions_is_flagged():
     loud = EXTRACT.replace('f"{conversation_history}"', f'f"{{conversation_history}}" "{BODY}"')
     assert flagged(lint(loud), "CB105")
+
+
+STORY = """
+NEXT = \"\\"\\"Here is the story so far:
+%s
+
+BODY_TEXT\\"\\"\\"
+
+class Illustrator(FrameProcessor):
+    def __init__(self):
+        super().__init__()
+        self.pages = []
+
+    async def process_frame(self, frame, direction):
+        prompt = NEXT % " ".join(self.pages)
+        await self.llm.generate(contents=[Content(role="user", parts=[Part(text=prompt)])])
+        self.pages.append(frame.text)
+"""
+
+
+def test_a_list_the_object_appends_to_while_it_runs_is_session_content():
+    code = textwrap.dedent(STORY).replace('\\"\\"\\"', '"""').replace("BODY_TEXT", BODY)
+    assert flagged(lint(code), "CB105")
+
+
+def test_the_same_list_filled_once_in_init_is_configuration():
+    code = (
+        textwrap.dedent(STORY)
+        .replace('\\"\\"\\"', '"""')
+        .replace("BODY_TEXT", BODY)
+        .replace("        self.pages.append(frame.text)\n", "")
+    )
+    assert not flagged(lint(code))
