@@ -114,7 +114,11 @@ async def test_more_callers_than_slots_queue_and_are_all_answered():
 
 async def test_a_request_whose_client_left_while_queued_never_runs():
     capacity = EngineCapacity(slots=1, prefill_tokens_per_s=50_000.0)
-    async with OpenAIEmulator(FAST, capacity=capacity) as llm:
+    # A slow decode keeps the slot held for about a second, far past the impatient
+    # client's 50 ms: at FAST's 200 tokens/s the reply ended near that deadline and the
+    # waiter sometimes got the slot just before it left (a race, not the behaviour).
+    slow = replace(FAST, llm_decode_tokens_per_s=20.0)
+    async with OpenAIEmulator(slow, capacity=capacity) as llm:
         async with aiohttp.ClientSession() as http:
             url = llm.base_url + "/chat/completions"
             long_reply = asyncio.create_task(
