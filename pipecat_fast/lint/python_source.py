@@ -1841,13 +1841,15 @@ class _ModuleLint:
         for i in range(len(holes)):
             # Fields of one record written one after another (`{student.name}, grade
             # {student.grade}, goals: {student.goals}`) change together: the block is one
-            # value, and only the text after its last field is at stake.
+            # value, and only the text after its last field is at stake. (Fields far apart,
+            # with a cache increment of text between them, are not one block.)
             last = i
             while (
                 rates[i] is not None
                 and records[i] is not None
                 and last + 1 < len(holes)
                 and records[last + 1] == records[i]
+                and tm.token_at(holes[last + 1][1]) - tm.token_at(holes[last][2]) < LATE_TAIL_TOKENS
             ):
                 last += 1
             lasts.append(last)

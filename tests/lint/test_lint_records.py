@@ -58,3 +58,13 @@ def test_the_record_a_field_is_read_from():
     assert rec("self.caller.phone") == "self.caller"
     assert rec("self.name") is None  # an object's own attributes: often its configuration
     assert rec("name") is None
+
+
+def test_fields_of_one_record_far_apart_are_not_one_block():
+    # The name sits mid-prompt; the goals come after all the other instructions: the
+    # name's cost is everything between them, as for any value.
+    apart = STUDENT_TAIL.replace(
+        "Student: {student.name}, grade {student.grade}, goals: {student.goals}.",
+        "Student: {student.name}.\nBODY_TEXT\nBODY_TEXT\nGoals: {student.goals}.",
+    )
+    assert flagged(lint(_module(apart)), "CB103")
