@@ -514,8 +514,8 @@ def _data_string_with(content: str, fields: set[str], pattern: str) -> str | Non
 
     try:
         docs = list(yaml.safe_load_all(content))
-    except yaml.YAMLError:
-        return None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError):
+        return None  # not a document this can read: the whole file stands, as before
     hits: list[str] = []
     stack: list = list(docs)
     while stack and len(hits) < 2:

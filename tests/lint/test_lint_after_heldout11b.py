@@ -217,3 +217,13 @@ def test_a_field_of_a_record_that_holds_the_caller_s_number_is_per_call():
 def test_the_same_field_of_a_record_without_caller_fields_says_nothing():
     quiet = OUTBOUND.replace('data["contact_number"]', 'data["region"]')
     assert not flagged(lint(_module(quiet)))
+
+
+def test_a_config_that_does_not_parse_or_holds_the_fields_twice_keeps_the_whole_file():
+    from pipecat_fast.lint.project import _data_string_with
+
+    nested = "a: " + "[" * 5000 + "]" * 5000 + '\nb: "{x}"'
+    assert _data_string_with(nested, {"x"}, "{{{}}}") is None  # too deep: no crash
+    assert _data_string_with("a: !!python/object:os.system x", {"x"}, "{{{}}}") is None
+    assert _data_string_with('a: "{x} y"\nb: "{x}"', {"x"}, "{{{}}}") is None  # two strings
+    assert _data_string_with('p: "Today {x}"', {"x"}, "{{{}}}") == "Today {x}"
