@@ -419,6 +419,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     guarded = _system_guarded(tree)
     called = _called_names(tree, project)
     lambdas: list[tuple[str, ast.Lambda]] = []
+    after_system = _messages_after_system(tree)
     nodes_first: list[tuple[ast.List, int]] = []
     combined: set[int] = set()
     for node in ast.walk(tree):
@@ -461,6 +462,12 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             if contents and all(
                 message_content(e) is not None or isinstance(e, ast.Starred) for e in node.elts
             ):
+                if id(node) in after_system:
+                    # `messages.create(system=SYSTEM, messages=[...])`: the system prompt is
+                    # its own argument, so every message here comes after it.
+                    for c in contents:
+                        add(c, "message", "a message after the request's system prompt")
+                    continue
                 # A request (or a context's first messages): graded over all its messages.
                 add(node, "system", "the messages of a request")
                 seen.update(id(c) for c in contents)
@@ -580,6 +587,45 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         # system prompt, not as a prompt of its own.
         sinks = [s for s in sinks if not (s.name in later and s.slot in ("system", "append"))]
     return sinks
+
+
+REQUEST_MESSAGE_KEYWORDS = {"messages", "input", "contents"}
+"""A request's conversation argument, beside a separate system prompt argument."""
+
+
+def _messages_after_system(tree: ast.Module) -> set[int]:
+    """The message lists of requests that take the system prompt as an argument of its own.
+
+    Anthropic's ``system=``, Gemini's ``system_instruction=``, OpenAI Responses'
+    ``instructions=``: every message of the list (given directly, or through a name
+    assigned a list in the same function) follows that system prompt.
+    """
+    scopes: dict[int, ast.AST] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(fn):
+                scopes[id(n)] = fn  # breadth first: the innermost function is set last
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _call_name(node) in MESSAGE_CALLS:
+            continue
+        kws = {k.arg: k.value for k in node.keywords if k.arg}
+        if not (kws.keys() & SYSTEM_KEYWORDS):
+            continue
+        for key in REQUEST_MESSAGE_KEYWORDS & kws.keys():
+            value = kws[key]
+            if isinstance(value, (ast.List, ast.Tuple)):
+                out.add(id(value))
+            elif isinstance(value, ast.Name):
+                for stmt in ast.walk(scopes.get(id(node), tree)):
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and any(isinstance(t, ast.Name) and t.id == value.id for t in stmt.targets)
+                        and isinstance(stmt.value, (ast.List, ast.Tuple))
+                        and stmt.lineno < node.lineno
+                    ):
+                        out.add(id(stmt.value))
+    return out
 
 
 def _flows_role_and_task(node: ast.AST) -> tuple[ast.List, ast.List] | None:

@@ -113,3 +113,25 @@ def test_a_name_in_the_user_message_after_a_cached_system_prompt_is_outside_the_
         "SYSTEM, ", f'{{"role": "system", "content": f"{BODY} Caller: {{caller_name}}."}}, '
     )
     assert rules(lint(loud))["CB108"].severity >= Severity.WARNING
+
+
+SEPARATE_SYSTEM = f'''
+import anthropic
+client = anthropic.Anthropic()
+SYSTEM = """{BODY}"""
+def answer(question):
+    return client.messages.create(
+        model="m", max_tokens=300, system=SYSTEM,
+        messages=[{{"role": "user", "content": f"Q: {{question}}. Answer in one sentence."}}],
+    )
+'''
+
+
+def test_a_user_message_beside_a_system_argument_comes_after_the_system_prompt():
+    # `system=` is the request's system prompt: the user message follows it.
+    assert not [f for f in lint(SEPARATE_SYSTEM) if f.severity >= Severity.WARNING]
+
+
+def test_the_same_user_message_with_no_system_prompt_is_the_prompt():
+    loud = SEPARATE_SYSTEM.replace(" system=SYSTEM,", "").replace("Answer in one sentence.", BODY)
+    assert [f for f in lint(loud) if f.rule == "CB105" and f.severity >= Severity.WARNING]
