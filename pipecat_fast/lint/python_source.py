@@ -1424,7 +1424,8 @@ def _literals_only(
 
 
 END_TOKENS = 4
-"""What a request's rendering may add after a message's last value (a separator)."""
+"""Tokens a request's rendering may add after a message's last value (our rendering's role
+separator, counted by the BPE in `pipecat_fast.tokens`; not a provider figure)."""
 INSIDE_TAIL_MIN_BEFORE = 64
 """Known tokens before a hole for its own place to say where a value inside it sits (half
 an OpenAI cache increment): fewer, and the hole may hold most of the prompt."""
