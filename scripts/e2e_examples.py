@@ -340,10 +340,18 @@ async def one_call(
             "ttfa": report.get("ttfa"),
             "turns": server_turns,
             "levers": report.get("levers"),
-            "tts_pool_reused": (report.get("tts_pool") or {}).get("reused"),
+            # The pooled socket the call's setup took: open already ("reused"), or still
+            # dialling and awaited ("waited": the connection came up before the dial did).
+            "tts_pool_first": _first_acquire(report.get("tts_pool")),
             "warmup_prompt_tokens": (report.get("warmup") or {}).get("prompt_tokens"),
         },
     }
+
+
+def _first_acquire(pool: dict | None) -> str | None:
+    """How the call's first TTS connection was served: ``reused``, ``waited`` or ``dialled``."""
+    log = (pool or {}).get("acquire_log") or []
+    return log[0]["kind"] if log else None
 
 
 def paired(results: list[dict], configs: list[str]) -> dict[str, Any]:
