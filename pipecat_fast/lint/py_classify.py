@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 import datetime as _dt
+import sys
 import uuid as _uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -237,11 +238,13 @@ def _names_prompt(key: str) -> bool:
 def _loaded_prompt(sources: list[Source]) -> list[Source]:
     """The sources of a prompt's own text loaded at run time.
 
-    ``record["system_prompt"]`` of an awaited agent config, ``resp.instructions``.
-    Fetched, it is still the agent's instructions, as stable as its configuration (like a
-    prompt file read at start-up): not content fetched into a prompt.
+    ``record["system_prompt"]`` of an awaited agent config, ``resp.instructions``,
+    ``json.loads(ctx.job.metadata)["prompt"]``. Fetched, or sent with each call's dispatch,
+    it is still the agent's instructions, as stable as its configuration (like a prompt
+    file read at start-up): not content fetched into a prompt, nor the caller's data (a
+    per-caller value the dispatcher writes into it is out of view either way).
     """
-    return [s for s in sources if s.rule != "CB104"]
+    return [s for s in sources if s.rule not in ("CB103", "CB104")]
 
 
 def _inside(sources: list[Source]) -> list[Source]:
@@ -605,8 +608,10 @@ class Classifier:
                     found = _loaded_prompt(found)
                 if not found:
                     found = self._by_name(key.value, node)
-            else:
-                # A record looked up by a per-caller key is per-caller too.
+            elif not self._fixed_table(node.value):
+                # A record looked up by a per-caller key is per-caller too. (Not one of a
+                # table's fixed texts, `TONE_INSTRUCTIONS[tone]`: whichever the key picks,
+                # it is one of a few static variants, each cached on its own.)
                 found += [s for s in _plain(c(key, depth, seen)) if s.rule != "CB106"]
             return found
         if isinstance(node, ast.BinOp):
@@ -666,6 +671,17 @@ class Classifier:
             return clocks + others
         return _plain(found)
 
+    def _fixed_table(self, node: ast.AST) -> bool:
+        """Whether ``node`` names a dict literal whose values are all string constants."""
+        if not isinstance(node, ast.Name):
+            return False
+        values = self.ix(node).resolve_name(node)
+        if len(values) != 1 or not isinstance(values[0], ast.Dict) or not values[0].values:
+            return False
+        return all(
+            isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values[0].values
+        )
+
     def _await(self, node: ast.Await, depth: int, seen: frozenset) -> list[Source]:
         found = _plain(self.classify(node.value, depth, seen))
         call = node.value
@@ -687,7 +703,7 @@ class Classifier:
                 found.append(
                     Source("CB103", Frequency.SESSION, node, f"record looked up by {name}()")
                 )
-            elif set(words(last)) & _STORED_CONFIG_WORDS:
+            elif set(words(last)) & _STORED_CONFIG_WORDS or _same_for_every_call(call):
                 # `await db.getAgentConfigById(id)`, `await load_settings()`: the
                 # deployment's stored configuration (an agent row an operator edits), the
                 # same for every call until someone changes it: not content fetched per call.
@@ -1314,7 +1330,16 @@ class Classifier:
         """What an unresolved call's own name says it returns (fetched text, a record...)."""
         if not dotted:
             return []
+        root = dotted.split(".", 1)[0]
+        if "." in dotted and (root in sys.stdlib_module_names or root in _KNOWN_LIBRARIES):
+            # `re.search(...)`, `re.match(...)`: a library function's name says what it does
+            # to its arguments (a regex search), not what it fetches.
+            return []
         name_words = set(words(dotted.rsplit(".", 1)[-1]))
+        if _same_for_every_call(node):
+            # `store.search("prompt_blocks", user_id="admin")`: the same lookup on every
+            # call, so the same result for every caller (the deployment's stored settings).
+            return []
         out: list[Source] = []
         if not any(s.rule == "CB104" for s in found) and name_words & _FETCH_NAME_WORDS:
             out.append(Source("CB104", Frequency.SESSION, node, what))
@@ -1325,6 +1350,37 @@ class Classifier:
             elif guess and guess[0] == "CB101" and name_words & _CLOCK_NAME_WORDS:
                 out.append(Source("CB101", guess[1], node, what, guessed=True))
         return out
+
+
+def _same_for_every_call(call: ast.Call) -> bool:
+    """Whether a lookup's arguments are the same for every call of the agent.
+
+    Constants, and names that select the configured agent (``agent_slug``, ``agent_id``:
+    see :func:`~pipecat_fast.lint.vocab.names_deployment`), as values or keywords. What
+    such a lookup returns is the deployment's stored configuration, not per-call content.
+    """
+    args = [*call.args, *(k.value for k in call.keywords)]
+    if not args:
+        return False
+    for kw in call.keywords:
+        if kw.arg is not None and names_deployment(kw.arg):
+            continue
+        if not _fixed_or_deployment(kw.value):
+            return False
+    return all(_fixed_or_deployment(a) for a in call.args)
+
+
+def _fixed_or_deployment(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return names_deployment(node.id)
+    if isinstance(node, ast.Attribute):
+        return names_deployment(node.attr)
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        key = node.slice.value
+        return isinstance(key, str) and names_deployment(key)
+    return False
 
 
 _STATE_OWNERS = {

@@ -135,6 +135,10 @@ class Rendered:
         return "".join(parts), holes
 
 
+MAX_RETURNS = 4
+"""A function with more returns than this is not rendered (its result stays a hole)."""
+
+
 def _concat(*parts: list[Segment]) -> list[Segment]:
     out: list[Segment] = []
     for p in parts:
@@ -726,7 +730,7 @@ class Renderer:
 
     def _function_call(self, node: ast.Call, fdef: ast.AST, is_method: bool, r) -> list[Segment]:
         returns = function_returns(fdef)
-        if len(returns) != 1:
+        if not returns or len(returns) > MAX_RETURNS:
             return self.hole(node)
         saved = self.classifier.bindings
         self.classifier.bindings = {**saved, **bind_arguments(fdef, node, is_method)}
@@ -734,12 +738,17 @@ class Renderer:
         if entry is not None:
             self._via.append(entry)
         try:
-            inner = r(returns[0])
+            renders = [r(value) for value in returns]
         finally:
             self.classifier.bindings = saved
             if entry is not None:
                 self._via.pop()
-        return inner if self._laid_out(inner) else self.hole(node)
+        laid_out = [inner for inner in renders if self._laid_out(inner)]
+        if len(returns) > 1 and len(laid_out) < len(returns):
+            return self.hole(node)
+        # Several returns (`if not content: return f"...short fallback..."`, then the
+        # prompt): the longest is the prompt the function is there to build.
+        return max(laid_out, key=_length) if laid_out else self.hole(node)
 
     def _mapping(self, keywords: list[ast.keyword], mapping: ast.AST | None):
         """Names to value nodes for ``.format(**d, k=v)`` / ``.format_map(d)``.

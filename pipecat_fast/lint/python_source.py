@@ -158,6 +158,11 @@ class Sink:
     ``"opening"`` when the text opens like a prompt, ``"body"`` otherwise."""
     state: StateTemplating | None = None
     """The framework that fills this instruction's ``{name}`` from session state (ADK)."""
+    opens_context: bool = False
+    """For messages: with only its node's role messages before it, it opens the context (a
+    Pipecat Flows node's task message where the node sets ``role_messages``): graded by
+    its own layout, as the prompt's text. Other messages come after the system prompt and
+    are late."""
     report_first: int = 0
     """For a list of messages laid out together for positions only: report the values of
     its first this many messages, not the others (they are graded by their own sinks)."""
@@ -355,6 +360,7 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
             if any(n is node for n in ast.walk(fn)):
                 scope = fn  # ast.walk is breadth first: the innermost function comes last
     loops = (ast.For, ast.AsyncFor, ast.While)
+    tail_chars = 0
     for n in ast.walk(scope):
         if (
             isinstance(n, loops)
@@ -368,9 +374,36 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
             and isinstance(n.target, ast.Name)
             and n.target.id == node.target.id
             and n.lineno > node.lineno
+            and not _labelled_values(n.value)
         ):
-            return False
-    return True
+            if not (isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)):
+                return False
+            tail_chars += len(n.value.value)
+    # Closing lines of fixed text after it (`prompt += "\n\nRULES:\n1. ..."`), under one
+    # cache increment in all: what they add costs less than the value's own text.
+    return tail_chars < LATE_TAIL_TOKENS * CHARS_PER_TOKEN
+
+
+CHARS_PER_TOKEN = 4
+"""Characters per token of English text, for text the linter only counts in characters
+(OpenAI's rule of thumb, "one token generally corresponds to ~4 characters of text")."""
+
+LABEL_WORDS = 3
+"""A later append of at most this many words around its values adds no static text."""
+
+
+def _labelled_values(value: ast.AST) -> bool:
+    """An f-string of values with a short label at most (``f", order: {order_id}"``).
+
+    Appended after a value, it is more per-call text, not static text after it: what
+    follows the first value is as volatile as the value itself.
+    """
+    if not isinstance(value, ast.JoinedStr):
+        return False
+    if not any(isinstance(v, ast.FormattedValue) for v in value.values):
+        return False
+    text = " ".join(str(v.value) for v in value.values if isinstance(v, ast.Constant))
+    return len(re.findall(r"\w+", text)) <= LABEL_WORDS
 
 
 def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
@@ -393,6 +426,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         last_append=False,
         state=None,
         report_first=0,
+        opens_context=False,
     ) -> None:
         if value is None or id(value) in seen:
             return
@@ -410,6 +444,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 last_append,
                 state=state,
                 report_first=report_first,
+                opens_context=opens_context,
             )
         )
 
@@ -420,7 +455,9 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     called = _called_names(tree, project)
     lambdas: list[tuple[str, ast.Lambda]] = []
     after_system = _messages_after_system(tree)
+    appended_after_system = _appended_after_system(tree)
     nodes_first: list[tuple[ast.List, int]] = []
+    opening_tasks: set[int] = set()
     combined: set[int] = set()
     for node in ast.walk(tree):
         pair = _flows_role_and_task(node)
@@ -432,6 +469,7 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             ast.copy_location(joined, pair[0])
             nodes_first.append((joined, len(pair[0].elts)))
             combined.add(id(pair[0]))
+            opening_tasks.update(id(e) for e in pair[1].elts)
         if isinstance(node, ast.Call):
             lists = [k.value for k in node.keywords if k.arg in APPENDED_MESSAGE_KEYWORDS]
             if _call_name(node) in ("add_messages", "extend"):
@@ -539,12 +577,18 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 # The model's own turn or a tool's result: a turn of the conversation,
                 # which comes after the system prompt, the tools and the history before it.
                 turn = role.value in TURN_ROLES
-                if id(node) in appended_messages:
+                if id(node) in appended_messages or id(node) in appended_after_system:
                     # A node's task message (Pipecat Flows) joins the context after the role
                     # messages and the conversation so far: what precedes it is cached, and
                     # only the rest of the message after a value is at stake.
                     slot = "message"
-                add(keys["content"], slot, f"a {role.value!s} message", per_turn=turn)
+                add(
+                    keys["content"],
+                    slot,
+                    f"a {role.value!s} message",
+                    per_turn=turn,
+                    opens_context=id(node) in opening_tasks,
+                )
             for key in SYSTEM_KEYWORDS & keys.keys():
                 add(keys[key], "system", f'`"{key}"` entry')
             for key, value in keys.items():
@@ -587,6 +631,52 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         # system prompt, not as a prompt of its own.
         sinks = [s for s in sinks if not (s.name in later and s.slot in ("system", "append"))]
     return sinks
+
+
+def _appended_after_system(tree: ast.Module) -> set[int]:
+    """Messages appended to a list that already opens with a system message.
+
+    ``messages.append({"role": "system", "content": SYSTEM})`` and then, lines below in
+    the same function, ``messages.append({"role": "system", "content": f"{memories}"})``:
+    the later one follows the system prompt (and whatever came between), so it is a later
+    message, whatever its role. Returns the ``id`` of each such message dict.
+    """
+    out: set[int] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        firsts: dict[str, tuple[int, str]] = {}  # list name -> (line, role of its opening)
+        later: list[tuple[str, int, ast.Dict]] = []
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name) and isinstance(node.value, ast.List):
+                    elts = node.value.elts
+                    if elts and isinstance(elts[0], ast.Dict):
+                        role = _role(elts[0])
+                        _opening(firsts, target.id, node.lineno, role)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Name)
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.Dict)
+                and message_content(node.args[0]) is not None
+            ):
+                name = node.func.value.id
+                _opening(firsts, name, node.lineno, _role(node.args[0]))
+                later.append((name, node.lineno, node.args[0]))
+        for name, line, message in later:
+            first = firsts.get(name)
+            if first is not None and first[1] == "system" and line > first[0]:
+                out.add(id(message))
+    return out
+
+
+def _opening(firsts: dict[str, tuple[int, str]], name: str, line: int, role: str) -> None:
+    if name not in firsts or line < firsts[name][0]:
+        firsts[name] = (line, role)
 
 
 REQUEST_MESSAGE_KEYWORDS = {"messages", "input", "contents"}
@@ -854,7 +944,8 @@ def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> d
     A parameter handed on unchanged to another such helper counts too.
 
     Returns:
-        ``id`` of the parameter's ``ast.arg`` -> ``(slot, label, block, per_turn)``.
+        ``id`` of the parameter's ``ast.arg`` -> ``(slot, label, block, per_turn,
+        opens_context)``.
     """
     ix = classifier.ix(fdef)
     cache = ix.memo.setdefault("parameter_sinks", {})
@@ -877,7 +968,8 @@ def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> d
             continue
         arg = param_of(sink.value)
         if arg is not None:
-            out.setdefault(id(arg), (sink.slot, sink.label, sink.block, sink.per_turn))
+            spec = (sink.slot, sink.label, sink.block, sink.per_turn, sink.opens_context)
+            out.setdefault(id(arg), spec)
         elif isinstance(sink.value, (ast.List, ast.Tuple)):  # the messages of a request
             for element in sink.value.elts:
                 arg = param_of(message_content(element))
@@ -885,7 +977,8 @@ def _parameter_sinks(fdef: ast.AST, classifier: Classifier, depth: int = 0) -> d
                     continue
                 role = _role(element)
                 slot = "system" if role == "system" else "message"
-                out.setdefault(id(arg), (slot, f"a {role} message", False, role in TURN_ROLES))
+                spec = (slot, f"a {role} message", False, role in TURN_ROLES, False)
+                out.setdefault(id(arg), spec)
     if depth < MAX_HELPER_DEPTH:
         for node in ast.walk(fdef):
             if not isinstance(node, ast.Call):
@@ -997,9 +1090,10 @@ def argument_sinks(tree: ast.Module, classifier: Classifier, found: list[Sink]) 
             if spec is None or id(value) not in given or id(value) in seen:
                 continue
             seen.add(id(value))
-            slot, label, block, per_turn = spec
+            slot, label, block, per_turn, opens = spec
             name = getattr(fdef, "name", "helper")
-            out.append(Sink(value, slot, f"{label} built by `{name}()`", None, block, per_turn))
+            built = f"{label} built by `{name}()`"
+            out.append(Sink(value, slot, built, None, block, per_turn, opens_context=opens))
     return out
 
 
@@ -1217,15 +1311,14 @@ int = Field(default=1)``; ``_enhance_context_with_memories`` runs per user query
 ``messages.insert(position, memory_message)``)."""
 
 
-EARLY_INSERT_INDEX = 2
-"""An insert at this message index or before it precedes the whole conversation."""
-
-
 def _context_inserts(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
-    """CB104 for a service that inserts per-turn retrieved text early in the context.
+    """CB104 for a service that inserts per-turn retrieved text at a fixed context index.
 
     Each turn adds a new message at a fixed index: every message after it (the whole
     conversation once it is longer than the index) changes from there on every request.
+    At index 0 that is before the system prompt: nothing is ever cached (an error). Past
+    it (Pipecat's default, 1) the system prompt stays a cached prefix and what is lost is
+    the conversation's own re-use: content after the stable prefix (late, an info).
     """
     out: list[Finding] = []
     for node in ast.walk(tree):
@@ -1243,9 +1336,7 @@ def _context_inserts(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
             continue  # an index the code computes: not judged
         line, col = index.line_col(node)
         name = _call_name(node)
-        # Right after the system prompt (and a first message) the whole conversation
-        # follows; further in, it bites once the conversation is longer than the index.
-        pos = Position.EARLY if position <= EARLY_INSERT_INDEX else Position.MIDDLE
+        pos = Position.EARLY if position <= 0 else Position.LATE
         out.append(
             Finding(
                 rule="CB104",
@@ -1458,25 +1549,44 @@ def _record_of(node: ast.AST) -> str | None:
     return ast.unparse(base)
 
 
-def _in_later_message(sink: Sink, hole: Hole) -> bool:
-    """Whether ``hole`` sits in a message that follows a system message of the request.
+def _in_later_message(sink: Sink, hole: Hole, index: ModuleIndex | None = None) -> bool:
+    """Whether ``hole`` sits in a message after a system prompt of the request.
 
     Only for a request's messages written as one list (``[system, user]``): the user
-    message's text comes after the whole system prompt.
+    message's text comes after the whole system prompt. Not when the messages before it
+    hold under one cache increment of text (``{"role": "system", "content": "You
+    classify."}``): then the user message is the prompt, laid out as one text with it.
     """
     if not isinstance(sink.value, (ast.List, ast.Tuple)):
         return False
     later: set[int] = set()
     system_seen = False
+    before_chars: int | None = 0
     for element in sink.value.elts:
         content = message_content(element)
         if content is None:
             continue
         if system_seen:
             later.update(id(n) for n in ast.walk(content))
+        else:
+            size = _text_size(content, index)
+            before_chars = None if size is None or before_chars is None else before_chars + size
         if _role(element) == "system":
             system_seen = True
-    return id(hole.node) in later or (hole.via is not None and id(hole.via) in later)
+    if not (id(hole.node) in later or (hole.via is not None and id(hole.via) in later)):
+        return False
+    return before_chars is None or before_chars >= LATE_TAIL_TOKENS * CHARS_PER_TOKEN
+
+
+def _text_size(node: ast.AST, index: ModuleIndex | None) -> int | None:
+    """Characters of a message's literal text; None when not literal (a prompt of its own)."""
+    if isinstance(node, ast.Name) and index is not None:
+        values = index.resolve_name(node)
+        if len(values) == 1 and isinstance(values[0], ast.expr):
+            node = values[0]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return len(node.value)
+    return None
 
 
 def _position(
@@ -1492,15 +1602,25 @@ def _position(
     """
     if sink.slot == "message" and sink.per_turn:
         return Position.LATE, place, True
-    if sink.slot == "message" and not src.inside:
-        # A message: what precedes it (system, tools, history) is cached; what follows the
-        # value inside the message is not, so the value's place in the message decides,
+    if sink.slot == "message" and not src.inside and sink.opens_context:
+        # A Flows node's task message right after its role messages: the two open the
+        # context, so what follows the value inside the message is the prompt's own text,
         # and a short tail (under one cache increment) is late.
         a_hi = place.after_at_most
         if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
             return Position.LATE, place, True
         band = place.band()
         return (band, place, True) if band is not None else (Position.MIDDLE, place, False)
+    if sink.slot == "message" and not src.inside:
+        # A message after the system prompt (a user message; a Flows task message of a
+        # node that keeps the role messages before it and the conversation between): what
+        # precedes it is cached, and the value is past that stable prefix: late. Only the
+        # rest of the message after it is re-prefilled, which the finding's place says.
+        return Position.LATE, place, True
+    if later_message and not src.inside:
+        # `[system, {"role": "user", "content": f"{name} is calling. ..."}]`: the system
+        # prompt before it is the stable prefix; the value is past it.
+        return Position.LATE, place, True
     if sink.slot == "tools":
         return Position.EARLY, place, True
     if sink.slot == "append" and sink.last_append and not src.inside:
@@ -1509,6 +1629,10 @@ def _position(
         a_hi = place.after_at_most
         if a_hi is not None and a_hi < LATE_TAIL_TOKENS:
             return Position.LATE, place, True
+    if src.inside and sink.slot == "append" and sink.last_append:
+        # Inside text of unknown layout appended after everything the prompt held
+        # (`prompt += header + context_body`): only the rest of that text follows it.
+        return Position.LATE, None, False
     if src.inside and (sink.slot == "message" or later_message):
         # Inside text of unknown layout in a message after the system prompt and tools:
         # the shared prefix is already behind it, and only the rest of this message, out
@@ -2013,7 +2137,7 @@ class _ModuleLint:
         volatile = False
         if _own_text(sink, hole):
             return False  # the message's own text, rewritten in place: not new content
-        later = _in_later_message(sink, hole)
+        later = _in_later_message(sink, hole, self.classifier.ix(sink.value))
         # Pipecat's prompt caching puts the breakpoint on the system prompt only, the first
         # system message of the request: a user message after it is not in that block.
         in_block = sink.block or (self.mode is not None and sink.slot == "system" and not later)

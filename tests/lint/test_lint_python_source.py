@@ -153,11 +153,37 @@ def test_fetched_article_before_instructions_is_an_error():
 
 def test_fetched_any_awaited_value_counts_as_fetched():
     code = f"""
-    async def main(client):
-        doc = await client.load(7)
+    async def main(client, doc_id):
+        doc = await client.load(doc_id)
         system_instruction = f"Doc: {{doc}}. {BODY}"
     """
     assert "awaited" in only(lint(code), "CB104").message
+
+
+def test_fetched_a_lookup_with_the_same_arguments_on_every_call_is_configuration():
+    # Constants, or the configured agent's selector: the same result for every caller.
+    code = f"""
+    async def main(db, store, agent_slug):
+        rules = await db.get_all_objections(agent_slug=agent_slug)
+        blocks = store.search("prompt_blocks", user_id="admin")
+        system_instruction = f"Rules: {{rules}} {{blocks}}. {BODY}"
+    """
+    assert [f for f in lint(code) if f.rule == "CB104"] == []
+    per_caller = code.replace("agent_slug=agent_slug", "key=doc_key")
+    assert "awaited" in only(lint(per_caller), "CB104").message
+
+
+def test_fetched_a_regex_search_is_not_a_search_fetch():
+    code = f"""
+    import re
+
+    def build(text, when):
+        found = re.search(r"## Prompt(.*)", text)
+        system_instruction = f"{{found}} {BODY}"
+    """
+    assert [f for f in lint(code) if f.rule == "CB104"] == []
+    fetched = code.replace("re.search(", "web.search(")
+    assert only(lint(fetched), "CB104")
 
 
 def test_fetched_negative_static_knowledge_base_last():

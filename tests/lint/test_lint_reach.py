@@ -228,20 +228,22 @@ def test_a_loop_that_sends_a_request_per_pass_makes_its_variable_per_request():
     assert [f for f in lint(kept) if f.severity >= Severity.WARNING] == []
 
 
-def test_mem0_inserting_memories_early_in_the_context_is_an_error():
+def test_mem0_inserting_memories_before_the_system_prompt_is_an_error_after_it_an_info():
     code = """
     async def run_bot():
         memory = Mem0MemoryService(api_key="k", user_id="u")
         llm = OpenAILLMService(api_key="k")
     """
     (f,) = volatile(lint(code), "CB104")
-    # Pipecat's default position=1: a new message right after the system prompt each turn.
-    assert f.severity is Severity.ERROR and "index 1" in f.message
-    far = code.replace(
-        'user_id="u")', 'user_id="u", params=Mem0MemoryService.InputParams(position=40))'
+    # Pipecat's default position=1: a new message right after the system prompt each turn;
+    # the system prompt stays cached, the conversation after it is re-prefilled (said).
+    assert f.severity is Severity.INFO and f.position is Position.LATE
+    assert "index 1" in f.message and "conversation" in f.message
+    first = code.replace(
+        'user_id="u")', 'user_id="u", params=Mem0MemoryService.InputParams(position=0))'
     )
-    (f,) = volatile(lint(far), "CB104")
-    assert f.severity is Severity.WARNING and f.position is Position.MIDDLE
+    (f,) = volatile(lint(first), "CB104")
+    assert f.severity is Severity.ERROR and f.position is Position.EARLY
     computed = code.replace(
         'user_id="u")', 'user_id="u", params=Mem0MemoryService.InputParams(position=n))'
     )

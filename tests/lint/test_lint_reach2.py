@@ -125,8 +125,14 @@ def test_a_value_followed_by_a_short_label_and_a_value_as_volatile_is_late():
 
 
 def test_a_value_followed_by_static_text_before_the_next_value_is_not_masked():
+    # With a one-line system message the user message is the prompt, laid out as one text.
+    short_system = _request(BODY).replace("SUPERVISOR_PROMPT", '"You answer."')
+    history, _latest = volatile(lint(short_system), "CB105")
+    assert history.evidence == "history" and history.severity >= Severity.WARNING
+    # After a whole system prompt the user message is a later message: past the stable
+    # prefix (issue 16, after heldout14), late.
     history, _latest = volatile(lint(_request(BODY)), "CB105")
-    assert history.evidence == "history" and history.severity is Severity.WARNING
+    assert history.position is Position.LATE and history.severity is Severity.INFO
 
 
 def test_a_slower_value_does_not_mask_a_faster_one():
@@ -267,7 +273,7 @@ def test_a_prompt_loaded_at_run_time_is_the_prompt_not_fetched_content():
     async def load(agent_id, caller_name):
         config = await fetch_agent_config(agent_id)
         system_prompt = config["system_prompt"] + "{BODY}"
-        other_prompt = f"Article: {{await fetch_article(agent_id)}} {BODY}"
+        other_prompt = f"Article: {{await fetch_article(caller_name)}} {BODY}"
     """
     found = volatile(lint(code), "CB104")
     # Only the article is content fetched into a prompt; the agent's own prompt is not.
