@@ -930,6 +930,10 @@ class Classifier:
                 if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     return []
                 return self.classify(value, depth, seen)
+        if not values and isinstance(node.ctx, ast.Load) and ix.resolve_function(node) is not None:
+            # `handler=handle_submission_date`: a function passed as a callback, not text
+            # (what it returns is judged where it is called).
+            return []
         if not values and node.id in ix.imports:
             imported = ix.imported.get(node.id)
             module = imported.module.split(".")[0] if imported else ""
@@ -1054,6 +1058,10 @@ class Classifier:
         if node.attr in _ATTR_GRANULARITY:
             return _clock(base, _ATTR_GRANULARITY[node.attr], lambda v, a=node.attr: getattr(v, a))
         if not ix.is_imported(node) and all(s.guessed for s in base):
+            if receiver_words and receiver_words[-1] in BUSINESS_OWNERS:
+                # `self.restaurant.phone`, `clinic.address`: the business's own details,
+                # set per deployment, not the caller's (a field name alone would say so).
+                return _plain([s for s in base if not s.guessed])
             # Nothing, or only a guess from the receiver's name or type (`call:
             # CallStateModel`): the field's own name says more (`call.messages`).
             base = (
@@ -1381,6 +1389,31 @@ def _fixed_or_deployment(node: ast.AST) -> bool:
         key = node.slice.value
         return isinstance(key, str) and names_deployment(key)
     return False
+
+
+BUSINESS_OWNERS = frozenset(
+    {
+        "restaurant",
+        "business",
+        "company",
+        "clinic",
+        "practice",
+        "store",
+        "shop",
+        "office",
+        "hotel",
+        "organization",
+        "organisation",
+        "org",
+        "brand",
+        "branch",
+        "tenant",
+        "firm",
+        "agency",
+        "dealership",
+    }
+)
+"""Objects that hold the deployment's own business (its phone, address, name, hours)."""
 
 
 _STATE_OWNERS = {

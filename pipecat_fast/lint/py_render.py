@@ -139,6 +139,33 @@ MAX_RETURNS = 4
 """A function with more returns than this is not rendered (its result stays a hole)."""
 
 
+def _text_parts(node: ast.List | ast.Tuple) -> bool:
+    """A list of prompt sentences (Gemini's ``system_instruction=[...]`` parts).
+
+    Every element a string or f-string, and at least one with a sentence of its own (so a
+    list of words, ``["tides", "storms"]``, a loop's items, stays a list).
+    """
+    if not node.elts:
+        return False
+    texts = []
+    for e in node.elts:
+        if isinstance(e, ast.Constant) and isinstance(e.value, str):
+            texts.append(e.value)
+        elif isinstance(e, ast.JoinedStr):
+            texts.append("".join(str(v.value) for v in e.values if isinstance(v, ast.Constant)))
+        else:
+            return False
+    return any(len(t.split()) >= SENTENCE_WORDS for t in texts)
+
+
+SENTENCE_WORDS = 4
+"""Words that make a list element a sentence of a prompt rather than an item."""
+
+
+def _holes_then_length(segments: list[Segment]) -> tuple[bool, int]:
+    return any(isinstance(s, Hole) for s in segments), _length(segments)
+
+
 def _concat(*parts: list[Segment]) -> list[Segment]:
     out: list[Segment] = []
     for p in parts:
@@ -335,6 +362,13 @@ class Renderer:
         """A list of chat messages as the text a provider caches (contents in order)."""
         from pipecat_fast.lint.python_source import message_content
 
+        if _text_parts(node):
+            # Gemini's `system_instruction=[...]` (a list of text parts): one text, in order.
+            texts = [r(e) for e in node.elts]
+            joined: list[list[Segment]] = []
+            for i, text in enumerate(texts):
+                joined.extend([["\n"], text] if i else [text])
+            return _concat(*joined)
         parts: list[list[Segment]] = []
         for e in node.elts:
             content = message_content(e)
@@ -389,6 +423,14 @@ class Renderer:
             if self._laid_out(inner):
                 return inner
             return self.hole(node)
+        if 1 < len(values) <= MAX_RETURNS and not any(isinstance(v, Param) for v in values):
+            # Set in each branch of an `if` (`system_prompt = f"{system_prompt}...{now}"` in
+            # both): laid out by the longest branch with a value in it, when every branch
+            # can be laid out (a constant branch hides nothing).
+            if not ix.shuffles_of(node) and ix.text_appends_of(node, 0) == []:
+                renders = [r(v) for v in values]
+                if all(self._laid_out(inner) for inner in renders):
+                    return max(renders, key=_holes_then_length)
         if not values and self.classifier.external(node):
             value = self.classifier.imported_value(node)
             if value is not None and not isinstance(
@@ -748,7 +790,7 @@ class Renderer:
             return self.hole(node)
         # Several returns (`if not content: return f"...short fallback..."`, then the
         # prompt): the longest is the prompt the function is there to build.
-        return max(laid_out, key=_length) if laid_out else self.hole(node)
+        return max(laid_out, key=_holes_then_length) if laid_out else self.hole(node)
 
     def _mapping(self, keywords: list[ast.keyword], mapping: ast.AST | None):
         """Names to value nodes for ``.format(**d, k=v)`` / ``.format_map(d)``.

@@ -1128,13 +1128,16 @@ class Place:
     data_after: int = 0
     """How many of ``unknown_after`` are named like data (``entity_csv``), not
     instructions."""
+    volatile_after: int = 0
+    """How many of ``unknown_after`` (not named short) are volatile values themselves: they
+    add no static text after the hole, only more per-call text."""
     """How many of ``unknown_after`` are named like a short value (a timezone, a name,
     an id: at most ``SHORT_VALUE_TOKENS`` each)."""
 
     @property
     def after_at_most(self) -> int | None:
         """An upper bound of what follows the hole (``None``: unbounded text follows)."""
-        if len(self.unknown_after) > self.short_after:
+        if len(self.unknown_after) > self.short_after + self.volatile_after:
             return None
         return self.after + SHORT_VALUE_TOKENS * self.short_after
 
@@ -2070,6 +2073,14 @@ class _ModuleLint:
                     1
                     for h in after_holes
                     if h.sample is None and _holds_data(h.node) and not _short_value(h.node)
+                ),
+                volatile_after=sum(
+                    1
+                    for k, (h, _s, _e) in enumerate(holes)
+                    if k > last
+                    and h.sample is None
+                    and rates[k] is not None
+                    and not _short_value(h.node)
                 ),
             )
             if self.lint_hole(sink, hole, start, place) and first_volatile is None:
