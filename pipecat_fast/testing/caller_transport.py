@@ -134,11 +134,22 @@ class _CallerInput(BaseInputTransport):
 
         silence = b"\x00" * step
 
-        async def play_silence_until(event: asyncio.Event, timeout_s: float) -> bool:
+        async def play_silence_until(
+            event: asyncio.Event, timeout_s: float, since: int | None = None
+        ) -> bool:
+            """Silence until ``event`` is set, or ``timeout_s`` passes.
+
+            With ``since``: and bot audio started after the ``since``-th start.
+            """
+
+            def done() -> bool:
+                fresh = since is None or len(caller.timeline.bot_started) > since
+                return event.is_set() and fresh
+
             deadline = time.monotonic() + timeout_s
-            while not event.is_set() and time.monotonic() < deadline:
+            while not done() and time.monotonic() < deadline:
                 await play(silence)
-            return event.is_set()
+            return done()
 
         timeline = caller.timeline
         if caller.await_greeting:
@@ -154,11 +165,15 @@ class _CallerInput(BaseInputTransport):
                 # The caller goes quiet (on hold, looking something up) before going on.
                 await play(silence * int(pause * 1000 / CHUNK_MS))
             timeline.utterance_started.append(time.time())
+            starts_before = len(timeline.bot_started)
             await play(pcm)
             timeline.utterance_ended.append(time.time())
             # Bot audio still playing now is what the caller hears as the reply; bot audio
-            # that started and stopped while the caller talked was not one.
-            started = await play_silence_until(self._caller_reply_started, caller.reply_timeout_s)
+            # that started and stopped while the caller talked was not one, and neither is
+            # the reply this utterance talked over, if the bot has not stopped it yet.
+            started = await play_silence_until(
+                self._caller_reply_started, caller.reply_timeout_s, since=starts_before
+            )
             timeline.reply_started.append(time.time() if started else None)
             if not started:
                 logger.warning(f"{self}: no reply to utterance {index} within the timeout")
