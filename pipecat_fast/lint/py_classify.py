@@ -639,6 +639,10 @@ class Classifier:
             return _plain(inner) + [
                 Source("CB106", Frequency.PROCESS, node, "set (iteration order varies)")
             ]
+        if isinstance(node, ast.IfExp):
+            # `a if cond else b`: the text is one branch or the other; the condition is
+            # not in it.
+            return _plain(c(node.body, depth, seen) + c(node.orelse, depth, seen))
         if isinstance(node, ast.Lambda):
             return c(node.body, depth, seen)
         if isinstance(node, ast.comprehension):
@@ -672,15 +676,16 @@ class Classifier:
         return _plain(found)
 
     def _fixed_table(self, node: ast.AST) -> bool:
-        """Whether ``node`` names a dict literal whose values are all string constants."""
+        """Whether ``node`` is a dict literal of fixed texts, by name or by a key into one.
+
+        Its values all string constants, or dicts of them (``TRANSLATIONS[lang][key]``).
+        """
+        while isinstance(node, ast.Subscript):
+            node = node.value
         if not isinstance(node, ast.Name):
             return False
         values = self.ix(node).resolve_name(node)
-        if len(values) != 1 or not isinstance(values[0], ast.Dict) or not values[0].values:
-            return False
-        return all(
-            isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values[0].values
-        )
+        return len(values) == 1 and _all_fixed_text(values[0])
 
     def _await(self, node: ast.Await, depth: int, seen: frozenset) -> list[Source]:
         found = _plain(self.classify(node.value, depth, seen))
@@ -1321,6 +1326,9 @@ class Classifier:
             return _plain(receiver) + [Source("CB106", Frequency.PROCESS, node, f".{attr}() order")]
         if attr == "get_messages":
             return [Source("CB105", Frequency.REQUEST, node, what)]
+        if attr == "get" and self._fixed_table(func.value):
+            # `TRANSLATIONS[lang].get(key, key)`: one of the table's fixed texts.
+            return []
         if attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
             key = node.args[0].value
             if isinstance(key, str) and names_deployment(key):
@@ -1358,6 +1366,16 @@ class Classifier:
             elif guess and guess[0] == "CB101" and name_words & _CLOCK_NAME_WORDS:
                 out.append(Source("CB101", guess[1], node, what, guessed=True))
         return out
+
+
+def _all_fixed_text(node: ast.AST, depth: int = 0) -> bool:
+    """A dict literal whose leaves are all string constants (two levels deep at most)."""
+    if not isinstance(node, ast.Dict) or not node.values or depth > 1:
+        return False
+    return all(
+        (isinstance(v, ast.Constant) and isinstance(v.value, str)) or _all_fixed_text(v, depth + 1)
+        for v in node.values
+    )
 
 
 def _same_for_every_call(call: ast.Call) -> bool:

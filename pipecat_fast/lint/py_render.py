@@ -313,7 +313,15 @@ class Renderer:
             return self._messages(node, r)
         if isinstance(node, (ast.IfExp, ast.BoolOp)):
             chosen = self._optional(node)
-            return r(chosen) if chosen is not None else self.hole(node)
+            if chosen is not None:
+                return r(chosen)
+            if isinstance(node, ast.IfExp):
+                # `text.format(**kw) if kw else text`: laid out like an `if` that sets a
+                # name in both branches (the branch with a value in it, else the longest).
+                renders = [r(node.body), r(node.orelse)]
+                if all(self._laid_out(inner) for inner in renders):
+                    return max(renders, key=_holes_then_length)
+            return self.hole(node)
         return self.hole(node)
 
     def _optional(self, node: ast.IfExp | ast.BoolOp) -> ast.AST | None:
@@ -901,6 +909,11 @@ class Renderer:
             found = self._template_by_fields(olds, "{}") if len(olds) == len(chain) else None
             if found is not None:
                 segments = [found]
+            else:
+                # `content.replace("[Context here]", retrieved)` on text of unknown layout:
+                # the values go somewhere inside it, so the whole result is one hole that
+                # holds them (not the receiver's text alone, which would lose them).
+                return self.hole(node)
         targets: list[str] = []
         missing: list[str] = []
         for call in reversed(chain):

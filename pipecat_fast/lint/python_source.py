@@ -83,6 +83,9 @@ SYSTEM_KEYWORDS = {
     "persona",
 }
 MESSAGE_CALLS = {"generate_reply", "say", "add_message", "add_messages", "append"}
+CONTEXT_WORDS = frozenset({"context", "ctx"})
+"""A receiver named like a conversation context (``self.context``, ``chat_ctx``)."""
+
 APPENDED_MESSAGE_KEYWORDS = {"task_messages"}
 """List keywords whose messages join the context after the conversation (Pipecat Flows)."""
 
@@ -111,7 +114,13 @@ def message_content(node: ast.AST) -> ast.AST | None:
 TOOL_KEYWORDS = {"tools", "functions", "standard_tools"}
 TOOL_RULES = {"CB101", "CB102", "CB106"}
 """What counts in a tool list: an awaited tool list (an MCP server's) is usually stable."""
-_YOU_ARE = re.compile(r"\s*(you are|you're|your name is|act as)\b", re.IGNORECASE)
+_YOU_ARE = re.compile(
+    r"\s*(?:(?i:your name is|act as)\b"
+    r"|(?i:you are|you're|you’re)\s+(?:(?i:an?|the|now|speaking|talking|calling|acting|playing"
+    r"|helping|assisting|working|representing)\b|[A-Z{]))"
+)
+"""How a role prompt opens: "You are a ...", "You're Emily", "You are {name}", "Act as".
+Not "You're all set for {date}": a confirmation the bot says (a tool's result)."""
 
 _KIND = {
     "CB101": "time/date",
@@ -474,6 +483,16 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             lists = [k.value for k in node.keywords if k.arg in APPENDED_MESSAGE_KEYWORDS]
             if _call_name(node) in ("add_messages", "extend"):
                 lists += list(node.args[:1])
+            if (
+                _call_name(node) == "add_message"
+                and isinstance(node.func, ast.Attribute)
+                and set(words(ast.unparse(node.func.value))) & CONTEXT_WORDS
+                and node.args
+                and isinstance(node.args[0], ast.Dict)
+            ):
+                # `self.context.add_message({...})`: Pipecat's `LLMContext.add_message`
+                # appends after what the context holds (the system prompt, the turns).
+                appended_messages.add(id(node.args[0]))
             for lst in lists:
                 if isinstance(lst, (ast.List, ast.Tuple)):
                     appended.add(id(lst))
@@ -1039,6 +1058,9 @@ def _is_text_expr(node: ast.AST, index: ModuleIndex) -> bool:
         node = values[0] if len(values) == 1 and not isinstance(values[0], Param) else node
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str)
+    if isinstance(node, ast.IfExp):
+        # `tpl.format(**kw) if kw else tpl`: text built in one branch at least.
+        return _is_text_expr(node.body, index) or _is_text_expr(node.orelse, index)
     return isinstance(node, (ast.JoinedStr, ast.BinOp)) or (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
