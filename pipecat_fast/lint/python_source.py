@@ -83,6 +83,9 @@ SYSTEM_KEYWORDS = {
     "persona",
 }
 MESSAGE_CALLS = {"generate_reply", "say", "add_message", "add_messages", "append"}
+USER_TURN_WORDS = frozenset({"user", "human"})
+"""First words of a prompt-named variable that holds a user turn (``user_prompt``)."""
+
 CONTEXT_WORDS = frozenset({"context", "ctx"})
 """A receiver named like a conversation context (``self.context``, ``chat_ctx``)."""
 
@@ -259,6 +262,21 @@ def _system_guarded(tree: ast.Module) -> set[int]:
     return out
 
 
+def _tool_reference(sink: Sink, src: Source) -> bool:
+    """A tool named in a tool list (``tools=[get_weather, get_datetime]``), judged by its name.
+
+    The element is the tool itself (a function, a schema); its name says what the tool
+    does, not that the list changes.
+    """
+    elements = getattr(sink.value, "elts", None)
+    return bool(
+        src.guessed
+        and elements
+        and isinstance(src.origin, (ast.Name, ast.Attribute))
+        and any(e is src.origin for e in elements)
+    )
+
+
 def _own_text(sink: Sink, hole: Hole) -> bool:
     """The earlier text of a message whose content is rewritten in place."""
     node = hole.node.value if isinstance(hole.node, ast.FormattedValue) else hole.node
@@ -369,8 +387,16 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
             if any(n is node for n in ast.walk(fn)):
                 scope = fn  # ast.walk is breadth first: the innermost function comes last
     loops = (ast.For, ast.AsyncFor, ast.While)
+    constants = _module_strings(tree)
     tail_chars = 0
+    head_chars = 0
     for n in ast.walk(scope):
+        if (
+            isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.target.id for t in n.targets)
+            and n.lineno < node.lineno
+        ):
+            head_chars = max(head_chars, _fixed_chars(n.value, constants) or 0)
         if (
             isinstance(n, loops)
             and any(m is node for m in ast.walk(n))
@@ -385,12 +411,35 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
             and n.lineno > node.lineno
             and not _labelled_values(n.value)
         ):
-            if not (isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)):
+            size = _fixed_chars(n.value, constants)
+            if size is None:
                 return False
-            tail_chars += len(n.value.value)
-    # Closing lines of fixed text after it (`prompt += "\n\nRULES:\n1. ..."`), under one
-    # cache increment in all: what they add costs less than the value's own text.
-    return tail_chars < LATE_TAIL_TOKENS * CHARS_PER_TOKEN
+            tail_chars += size
+    # Closing lines of fixed text after it (`prompt += "\n\nRULES:\n1. ..."`, or a
+    # module constant of them), under one cache increment in all or under a third of the
+    # fixed text the prompt started from: what they add costs less than what stays cached.
+    return tail_chars < max(LATE_TAIL_TOKENS * CHARS_PER_TOKEN, head_chars // 2)
+
+
+def _module_strings(tree: ast.Module) -> dict[str, str]:
+    """Top-level ``NAME = "..."`` string constants of a module."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+            if isinstance(stmt.value.value, str):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Name):
+                        out[t.id] = stmt.value.value
+    return out
+
+
+def _fixed_chars(value: ast.AST, constants: dict[str, str]) -> int | None:
+    """Characters of fixed text: a string literal or a module string constant by name."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return len(value.value)
+    if isinstance(value, ast.Name) and value.id in constants:
+        return len(constants[value.id])
+    return None
 
 
 CHARS_PER_TOKEN = 4
@@ -534,6 +583,10 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                 name = _target_name(t)
                 if name and _names_prompt_text(name) and isinstance(node.value, ast.Lambda):
                     lambdas.append((name, node.value))
+                elif name and _names_prompt_text(name) and words(name)[0] in USER_TURN_WORDS:
+                    # `user_prompt = f"Transcript: {t}..."`: the user turn's text, sent as a
+                    # message after the system prompt (named for the role it is sent as).
+                    add(node.value, "message", f"`{shorten(ast.unparse(t), 40)}` (a user turn)")
                 elif name and _names_prompt_text(name):
                     slot = "append" if isinstance(node, ast.AugAssign) else "system"
                     simple = name if isinstance(t, ast.Name) else None
@@ -1206,7 +1259,8 @@ class Place:
             (a_hi is not None and a_hi < LATE_TAIL_TOKENS)
             or (
                 self.after < LATE_TAIL_TOKENS
-                and len(self.unknown_after) <= self.short_after + self.data_after
+                and len(self.unknown_after)
+                <= self.short_after + self.data_after + self.volatile_after
             )
         ):
             # `f"{base_prompt}{runtime_context}"`: a short tail appended to a whole prompt
@@ -1574,7 +1628,9 @@ def _record_of(node: ast.AST) -> str | None:
     return ast.unparse(base)
 
 
-def _in_later_message(sink: Sink, hole: Hole, index: ModuleIndex | None = None) -> bool:
+def _in_later_message(
+    sink: Sink, hole: Hole, index: ModuleIndex | None = None, classifier: Classifier | None = None
+) -> bool:
     """Whether ``hole`` sits in a message after a system prompt of the request.
 
     Only for a request's messages written as one list (``[system, user]``): the user
@@ -1598,7 +1654,18 @@ def _in_later_message(sink: Sink, hole: Hole, index: ModuleIndex | None = None) 
             before_chars = None if size is None or before_chars is None else before_chars + size
         if _role(element) == "system":
             system_seen = True
-    if not (id(hole.node) in later or (hole.via is not None and id(hole.via) in later)):
+    inside = id(hole.node) in later or (hole.via is not None and id(hole.via) in later)
+    if not inside and classifier is not None:
+        # Built by a helper the later message calls (`f"Known: {_context(call)}"`).
+        inside = any(
+            isinstance(n, ast.Call)
+            and id(n) in later
+            and (fdef := classifier._callee(n)[0]) is not None
+            and Classifier._within(classifier.ix(fdef), hole.node, fdef)
+            for element in sink.value.elts
+            for n in ast.walk(element)
+        )
+    if not inside:
         return False
     return before_chars is None or before_chars >= LATE_TAIL_TOKENS * CHARS_PER_TOKEN
 
@@ -2157,7 +2224,9 @@ class _ModuleLint:
         rates = [
             self.source_rate(src)[0]
             for src in hole.sources
-            if not (sink.slot == "tools" and src.rule not in TOOL_RULES)
+            if not (
+                sink.slot == "tools" and (src.rule not in TOOL_RULES or _tool_reference(sink, src))
+            )
         ]
         best = max(rates, default=None)
         return best if best is not None and best > Frequency.PROCESS else None
@@ -2170,12 +2239,12 @@ class _ModuleLint:
         volatile = False
         if _own_text(sink, hole):
             return False  # the message's own text, rewritten in place: not new content
-        later = _in_later_message(sink, hole, self.classifier.ix(sink.value))
+        later = _in_later_message(sink, hole, self.classifier.ix(sink.value), self.classifier)
         # Pipecat's prompt caching puts the breakpoint on the system prompt only, the first
         # system message of the request: a user message after it is not in that block.
         in_block = sink.block or (self.mode is not None and sink.slot == "system" and not later)
         for src in hole.sources:
-            if sink.slot == "tools" and src.rule not in TOOL_RULES:
+            if sink.slot == "tools" and (src.rule not in TOOL_RULES or _tool_reference(sink, src)):
                 continue
             freq, at_import = self.source_rate(src)
             pos, shown, settled = _position(sink, src, place, later)

@@ -1,0 +1,79 @@
+"""Tools named in a list, user-turn prompts, helpers inside a later message, constant tails.
+
+Issue 16, after the blind run of heldout17a/b. Small examples of our own; each quiet case
+has the case that must stay loud beside it.
+"""
+
+import textwrap
+
+from tests.lint.snippets import BODY, flagged, lint
+
+
+def _module(code: str) -> str:
+    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
+
+
+def test_a_tool_named_like_a_clock_in_a_tool_list_is_a_tool():
+    code = """
+    from datetime import datetime
+    from tools import get_weather, get_datetime
+
+    class Assistant(Agent):
+        def __init__(self):
+            super().__init__(instructions="BODY_TEXT", tools=[get_weather, get_datetime])
+    """
+    assert not flagged(lint(_module(code)))
+    # A tool list built from the clock changes with it.
+    built = code.replace("tools=[get_weather, get_datetime]", "tools=[make_tool(datetime.now())]")
+    assert flagged(lint(_module(built)), "CB101")
+
+
+def test_a_user_turn_named_prompt_is_a_message_after_the_system_prompt():
+    code = """
+    async def coach(client, transcript):
+        user_prompt_text = f"Recent transcript: {transcript}\\nBODY_TEXT"
+        return await client.generate(contents=[user_prompt_text])
+    """
+    assert not flagged(lint(_module(code)))
+    system = code.replace("user_prompt_text", "system_prompt_text")
+    assert flagged(lint(_module(system)), "CB105")
+
+
+def test_a_helper_called_inside_a_later_message_builds_later_text():
+    code = """
+    SYSTEM = "BODY_TEXT"
+
+    def _known(call):
+        return f"name={call.guest_name}; when={call.reservation_datetime}"
+
+    def payload(call, user_input):
+        return [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Known: {_known(call)}\\nBODY_TEXT"},
+        ]
+    """
+    assert not flagged(lint(_module(code)))
+    # In the system message the same helper's values are early.
+    early = code.replace('"content": SYSTEM}', '"content": f"Known: {call.guest_name}. " + SYSTEM}')
+    assert flagged(lint(_module(early)))
+
+
+def test_a_module_constant_appended_after_a_value_counts_by_its_size():
+    code = """
+    import json
+
+    BASE = "BODY_TEXT"
+    TOOLS_NOTE = "NOTE_TEXT"
+
+    def setup(ctx):
+        jd_text = json.loads(ctx.room.metadata).get("jd_text", "")
+        instructions = BASE
+        instructions += f"\\n\\nJOB REQUIREMENTS:\\n{jd_text}"
+        instructions += TOOLS_NOTE
+        return Agent(instructions=instructions)
+    """
+    # Over one cache increment of tool notes, but under a third of the prompt.
+    short = code.replace("NOTE_TEXT", "Call log_turn after every candidate answer. " * 15)
+    assert not flagged(lint(_module(short)))
+    # A constant as long as the base prompt after the job text is half the prompt.
+    assert flagged(lint(_module(code.replace("NOTE_TEXT", "BODY_TEXT"))))
