@@ -235,6 +235,21 @@ def _names_prompt(key: str) -> bool:
     return bool(w) and bool(set(w) & _PROMPT_WORDS) and w[-1] not in ("name", "id", "path")
 
 
+def _reads_prompt(node: ast.AST) -> bool:
+    """A read of prompt text by a key that says so.
+
+    ``raw.get("prompt")``, ``cfg["system_prompt"]``, ``resp.instructions``: the agent's own
+    prompt, not a value to guess from a name.
+    """
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
+            return isinstance(node.args[0].value, str) and _names_prompt(node.args[0].value)
+        return False
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return isinstance(node.slice.value, str) and _names_prompt(node.slice.value)
+    return isinstance(node, ast.Attribute) and _names_prompt(node.attr)
+
+
 def _loaded_prompt(sources: list[Source]) -> list[Source]:
     """The sources of a prompt's own text loaded at run time.
 
@@ -739,7 +754,12 @@ class Classifier:
                     # passes none), or to text the caller builds in view (a join, a
                     # format, a helper's result): that value, not a guess from the
                     # parameter's name.
-                    literal = literal or is_literal(bound) or self._traced_text(bound)
+                    literal = (
+                        literal
+                        or is_literal(bound)
+                        or self._traced_text(bound)
+                        or _reads_prompt(bound)
+                    )
                     found.extend(self.classify(bound, depth, seen))
                 else:
                     found.extend(

@@ -74,6 +74,14 @@ _RECORD_OWNERS = {
     "visitor",
     "buyer",
     "tenant",
+    "candidate",
+    "applicant",
+    "interviewee",
+    "debtor",
+    "borrower",
+    "learner",
+    "prospect",
+    "recipient",
 }
 _RECORD_WORDS = {
     "name",
@@ -103,6 +111,8 @@ Not ``userdata``: LiveKit's ``AgentSession(userdata=...)``/``RunContext.userdata
 app's own session-state object (an order, a menu, flags), so what it holds is judged by
 its fields' names (``userdata.customer_name`` is caller data, ``userdata.drink_items``
 is not)."""
+_PERSON_DOCUMENTS = {"resume", "cv"}
+"""A person's own document, named as a whole (``resume``, ``candidate_cv``): per caller."""
 _DEPLOYMENT_OWNERS = {"agent", "assistant", "bot", "workflow", "persona", "template", "tenant"}
 _DEPLOYMENT_KEYS = {"id", "ids", "name", "slug", "key", "type", "config"}
 """``agent_id``, ``assistant_name``, ``workflow_id``: which configured agent a call is for.
@@ -247,6 +257,8 @@ def classify_name(identifier: str, constant: bool = False) -> tuple[str, Frequen
     if w[-1] in ("id", "sid") and ws & _ID_OWNERS and "tool" not in ws:
         return "CB103", Frequency.SESSION, "a per-call id"
     if (ws & _RECORD_OWNERS and ws & _RECORD_WORDS) or ws & _RECORD_ALONE or low in _RECORD_ALONE:
+        return "CB103", Frequency.SESSION, "a per-caller record"
+    if w[-1] in _PERSON_DOCUMENTS:
         return "CB103", Frequency.SESSION, "a per-caller record"
     if ws & _DETECTED_WORDS:
         return "CB103", Frequency.SESSION, "what was detected in the caller's speech"

@@ -1,7 +1,8 @@
-"""Tools named in a list, user-turn prompts, helpers inside a later message, constant tails.
+"""Tools named in a list, user-turn prompts, helpers inside a later message, constant tails;
+people's records and a config's prompt bound to a parameter.
 
-Issue 16, after the blind run of heldout17a/b. Small examples of our own; each quiet case
-has the case that must stay loud beside it.
+Issue 16, after the blind runs of heldout17a/b and heldout18a/b. Small examples of our own;
+each quiet case has the case that must stay loud beside it.
 """
 
 import textwrap
@@ -77,3 +78,39 @@ def test_a_module_constant_appended_after_a_value_counts_by_its_size():
     assert not flagged(lint(_module(short)))
     # A constant as long as the base prompt after the job text is half the prompt.
     assert flagged(lint(_module(code.replace("NOTE_TEXT", "BODY_TEXT"))))
+
+
+# -- after heldout18 ----------------------------------------------------------------------
+
+
+def test_a_candidates_name_and_resume_are_per_caller():
+    code = """
+    def interview(candidate_name, resume):
+        return Agent(instructions=f"Interview {candidate_name}. Resume: {resume}. BODY_TEXT")
+    """
+    found = [f for f in lint(_module(code)) if f.rule == "CB103"]
+    assert {f.evidence for f in found} == {"candidate_name", "resume"} and flagged(found)
+    # A resume parser is a tool, not the document.
+    tool = code.replace("{resume}", "{resume_parser}").replace(", resume)", ", resume_parser)")
+    assert {f.evidence for f in lint(_module(tool)) if f.rule == "CB103"} == {"candidate_name"}
+
+
+def test_a_parameter_bound_to_a_configs_prompt_is_not_guessed_from_its_name():
+    code = """
+    import re
+    import yaml
+
+    def _interpolate(text, business):
+        return re.sub(r"\\\\{business\\\\}", business, text)
+
+    def load(path):
+        raw = yaml.safe_load(open(path).read())
+        return {"prompt": _interpolate(raw.get("prompt", ""), raw.get("name", ""))}
+
+    CONFIG = load("dental.yaml")
+    messages = [{"role": "system", "content": CONFIG["prompt"] + " BODY_TEXT"}]
+    """
+    assert [f for f in lint(_module(code)) if f.rule == "CB105"] == []
+    # Bound to a value that is not the config's prompt, the parameter is judged by its name.
+    other = code.replace('raw.get("prompt", "")', 'raw.get("notes", "")')
+    assert [f.rule for f in lint(_module(other))] == ["CB105"]
