@@ -21,7 +21,7 @@ from typing import Any
 from pipecat_fast.lint.findings import Frequency, shorten
 from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, Param
 from pipecat_fast.lint.vocab import classify_name, names_deployment, words
-from pipecat_fast.providers.prompt_vars import run_context_types
+from pipecat_fast.providers.prompt_vars import call_argument_types, run_context_types
 
 MAX_DEPTH = 24
 
@@ -766,6 +766,7 @@ class Classifier:
                         _typed_clock(v.arg)
                         or self._by_name(v.arg.arg, v.arg)
                         or _call_state(v.arg)
+                        or _handler_arguments(v)
                         or _caller_record(v)
                         or self._from_caller(v, depth, seen)
                     )
@@ -1575,6 +1576,33 @@ def _caller_record(param: Param) -> list[Source]:
     return []
 
 
+def _handler_arguments(param: Param) -> list[Source]:
+    """The first parameter of a Pipecat Flows function handler: the call's arguments.
+
+    A handler is ``async def handle(args, flow_manager: FlowManager)``; ``args`` holds what
+    the model took from this call's conversation (``FlowArgs``, see the registry), however
+    it is annotated (``dict``) or named.
+    """
+    fn = param.function
+    args = getattr(fn, "args", None)
+    if args is None:
+        return []
+    positional = list(args.posonlyargs) + list(args.args)
+    if positional and positional[0].arg in ("self", "cls"):
+        positional = positional[1:]
+    if not positional or positional[0] is not param.arg:
+        return []
+    managers = [
+        a
+        for a in positional[1:] + list(args.kwonlyargs)
+        if a.annotation is not None and ast.unparse(a.annotation).split(".")[-1] == "FlowManager"
+    ]
+    if not managers:
+        return []
+    what = f"{param.arg.arg} (a Flows handler's arguments: what the model took from this call)"
+    return [Source("CB103", Frequency.SESSION, param.arg, what, guessed=True)]
+
+
 def _call_state(arg: ast.arg) -> list[Source]:
     """A parameter typed as one call's state (``call: CallStateModel``): per-session data.
 
@@ -1590,6 +1618,10 @@ def _call_state(arg: ast.arg) -> list[Source]:
     if outer_name in run_context_types():
         # OpenAI Agents' `RunContextWrapper[T]`: the context object passed to this run.
         what = f"{arg.arg} (a {outer_name}: this run's own context)"
+        return [Source("CB103", Frequency.SESSION, arg, what, guessed=True)]
+    if outer_name in call_argument_types():
+        # Pipecat Flows' `args: FlowArgs`: what the model took from this call's conversation.
+        what = f"{arg.arg} (a {outer_name}: the arguments the model took from this call)"
         return [Source("CB103", Frequency.SESSION, arg, what, guessed=True)]
     try:
         ws = set(words(ast.unparse(arg.annotation)))

@@ -156,6 +156,15 @@ def state_templating() -> tuple[StateTemplating, ...]:
 
 
 @cache
+def call_argument_types() -> frozenset[str]:
+    """Parameter types that carry what the model extracted from this call (``FlowArgs``)."""
+    out: set[str] = set()
+    for entry in _table_data()["frameworks"].values():
+        out.update(entry.get("call_argument_types", ()))
+    return frozenset(out)
+
+
+@cache
 def run_context_types() -> frozenset[str]:
     """Parameter types that carry one run's own context object (``RunContextWrapper``)."""
     out: set[str] = set()

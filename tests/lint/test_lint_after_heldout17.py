@@ -114,3 +114,33 @@ def test_a_parameter_bound_to_a_configs_prompt_is_not_guessed_from_its_name():
     # Bound to a value that is not the config's prompt, the parameter is judged by its name.
     other = code.replace('raw.get("prompt", "")', 'raw.get("notes", "")')
     assert [f.rule for f in lint(_module(other))] == ["CB105"]
+
+
+# -- after heldout19 ----------------------------------------------------------------------
+
+
+def test_what_a_flows_handler_got_from_the_model_is_per_call():
+    code = """
+    def lead_node(description):
+        return {
+            "role_messages": [{"role": "system", "content": f"Take a lead. Said: {description}"}],
+            "task_messages": [{"role": "system", "content": "BODY_TEXT"}],
+        }
+
+    async def start_lead(args: dict, flow_manager: FlowManager):
+        return None, lead_node(args.get("description", ""))
+    """
+    assert flagged(lint(_module(code)), "CB103")
+    # The same helper fed from the node's configuration is not per call.
+    config = code.replace('args.get("description", "")', 'flow_manager.state["intro"]')
+    config = config.replace("async def start_lead(args: dict,", "async def start_lead(cfg: dict,")
+    assert not flagged(lint(_module(config)), "CB103")
+
+
+def test_flowargs_typed_arguments_are_per_call():
+    code = """
+    def node(args: FlowArgs):
+        return {"role_messages": [{"role": "system", "content": f"Hi {args['topic']}. BODY_TEXT"}]}
+    """
+    assert flagged(lint(_module(code)), "CB103")
+    assert not flagged(lint(_module(code.replace("args: FlowArgs", "args: NodeSettings"))))
