@@ -1373,16 +1373,20 @@ class Classifier:
             # to its arguments (a regex search), not what it fetches.
             return []
         name_words = set(words(dotted.rsplit(".", 1)[-1]))
-        if _same_for_every_call(node):
-            # `store.search("prompt_blocks", user_id="admin")`: the same lookup on every
-            # call, so the same result for every caller (the deployment's stored settings).
-            return []
+        # `store.search("prompt_blocks", user_id="admin")`: the same lookup on every call,
+        # so the same result for every caller (the deployment's stored settings). Not a
+        # clock: `get_current_time("UTC")` still reads the time.
+        lookup_for_all = _same_for_every_call(node)
         out: list[Source] = []
-        if not any(s.rule == "CB104" for s in found) and name_words & _FETCH_NAME_WORDS:
+        if (
+            not any(s.rule == "CB104" for s in found)
+            and name_words & _FETCH_NAME_WORDS
+            and not lookup_for_all
+        ):
             out.append(Source("CB104", Frequency.SESSION, node, what))
         elif not found:
             guess = classify_name(dotted.rsplit(".", 1)[-1])
-            if guess and guess[0] == "CB103":
+            if guess and guess[0] == "CB103" and not lookup_for_all:
                 out.append(Source("CB103", Frequency.SESSION, node, what, guessed=True))
             elif guess and guess[0] == "CB101" and name_words & _CLOCK_NAME_WORDS:
                 out.append(Source("CB101", guess[1], node, what, guessed=True))

@@ -136,7 +136,8 @@ class Rendered:
 
 
 MAX_RETURNS = 4
-"""A function with more returns than this is not rendered (its result stays a hole)."""
+"""A function with more returns than this, or a name set in more branches, is not laid out
+(its value stays a hole)."""
 
 
 def _text_parts(node: ast.List | ast.Tuple) -> bool:
@@ -163,6 +164,7 @@ SENTENCE_WORDS = 4
 
 
 def _holes_then_length(segments: list[Segment]) -> tuple[bool, int]:
+    """Sort key among alternative renders: one with a value in it first, then the longest."""
     return any(isinstance(s, Hole) for s in segments), _length(segments)
 
 
@@ -797,7 +799,7 @@ class Renderer:
         if len(returns) > 1 and len(laid_out) < len(returns):
             return self.hole(node)
         # Several returns (`if not content: return f"...short fallback..."`, then the
-        # prompt): the longest is the prompt the function is there to build.
+        # prompt): the longest with a value in it is the prompt the function builds.
         return max(laid_out, key=_holes_then_length) if laid_out else self.hole(node)
 
     def _mapping(self, keywords: list[ast.keyword], mapping: ast.AST | None):

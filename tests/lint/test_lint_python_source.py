@@ -171,6 +171,13 @@ def test_fetched_a_lookup_with_the_same_arguments_on_every_call_is_configuration
     assert [f for f in lint(code) if f.rule == "CB104"] == []
     per_caller = code.replace("agent_slug=agent_slug", "key=doc_key")
     assert "awaited" in only(lint(per_caller), "CB104").message
+    # A clock read with a constant argument still reads the clock.
+    clock = f"""
+    def main():
+        now = get_current_time("UTC")
+        system_instruction = f"It is {{now}}. {BODY}"
+    """
+    assert only(lint(clock), "CB101")
 
 
 def test_fetched_a_regex_search_is_not_a_search_fetch():
