@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import contextvars
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipecat_fast import tokens
@@ -262,6 +263,14 @@ def _system_guarded(tree: ast.Module) -> set[int]:
     return out
 
 
+def _not_in_tool_list(sink: Sink, src: Source) -> bool:
+    """A source of a tool list that does not change the list.
+
+    A rule a tool list cannot bust, or a tool named in the list (:func:`_tool_reference`).
+    """
+    return sink.slot == "tools" and (src.rule not in TOOL_RULES or _tool_reference(sink, src))
+
+
 def _tool_reference(sink: Sink, src: Source) -> bool:
     """A tool named in a tool list (``tools=[get_weather, get_datetime]``), judged by its name.
 
@@ -388,15 +397,16 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
                 scope = fn  # ast.walk is breadth first: the innermost function comes last
     loops = (ast.For, ast.AsyncFor, ast.While)
     constants = _module_strings(tree)
-    tail_chars = 0
-    head_chars = 0
+    tail = 0  # tokens
+    head = 0
     for n in ast.walk(scope):
         if (
             isinstance(n, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == node.target.id for t in n.targets)
             and n.lineno < node.lineno
         ):
-            head_chars = max(head_chars, _fixed_chars(n.value, constants) or 0)
+            text = _fixed_text(n.value, lambda name: constants.get(name.id))
+            head = max(head, tokens.count_tokens(text) if text else 0)
         if (
             isinstance(n, loops)
             and any(m is node for m in ast.walk(n))
@@ -411,40 +421,36 @@ def _last_append(tree: ast.Module, node: ast.AugAssign) -> bool:
             and n.lineno > node.lineno
             and not _labelled_values(n.value)
         ):
-            size = _fixed_chars(n.value, constants)
-            if size is None:
+            text = _fixed_text(n.value, lambda name: constants.get(name.id))
+            if text is None:
                 return False
-            tail_chars += size
+            tail += tokens.count_tokens(text)
     # Closing lines of fixed text after it (`prompt += "\n\nRULES:\n1. ..."`, or a
     # module constant of them), under one cache increment in all or under a third of the
     # fixed text the prompt started from: what they add costs less than what stays cached.
-    return tail_chars < max(LATE_TAIL_TOKENS * CHARS_PER_TOKEN, head_chars // 2)
+    return tail < max(LATE_TAIL_TOKENS, head // 2)
 
 
-def _module_strings(tree: ast.Module) -> dict[str, str]:
-    """Top-level ``NAME = "..."`` string constants of a module."""
-    out: dict[str, str] = {}
+def _module_strings(tree: ast.Module) -> dict[str, ast.Constant]:
+    """Top-level ``NAME = "..."`` string constants of a module, by name."""
+    out: dict[str, ast.Constant] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
             if isinstance(stmt.value.value, str):
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
-                        out[t.id] = stmt.value.value
+                        out[t.id] = stmt.value
     return out
 
 
-def _fixed_chars(value: ast.AST, constants: dict[str, str]) -> int | None:
-    """Characters of fixed text: a string literal or a module string constant by name."""
-    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        return len(value.value)
-    if isinstance(value, ast.Name) and value.id in constants:
-        return len(constants[value.id])
+def _fixed_text(node: ast.AST, resolve: Callable[[ast.Name], ast.AST | None]) -> str | None:
+    """A string literal's text, or that of the string constant a name resolves to."""
+    if isinstance(node, ast.Name):
+        node = resolve(node)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
     return None
 
-
-CHARS_PER_TOKEN = 4
-"""Characters per token of English text, for text the linter only counts in characters
-(OpenAI's rule of thumb, "one token generally corresponds to ~4 characters of text")."""
 
 LABEL_WORDS = 3
 """A later append of at most this many words around its values adds no static text."""
@@ -1628,9 +1634,7 @@ def _record_of(node: ast.AST) -> str | None:
     return ast.unparse(base)
 
 
-def _in_later_message(
-    sink: Sink, hole: Hole, index: ModuleIndex | None = None, classifier: Classifier | None = None
-) -> bool:
+def _in_later_message(sink: Sink, hole: Hole, classifier: Classifier, encoding: str) -> bool:
     """Whether ``hole`` sits in a message after a system prompt of the request.
 
     Only for a request's messages written as one list (``[system, user]``): the user
@@ -1640,22 +1644,29 @@ def _in_later_message(
     """
     if not isinstance(sink.value, (ast.List, ast.Tuple)):
         return False
+    index = classifier.ix(sink.value)
+
+    def resolve(name: ast.Name) -> ast.AST | None:
+        values = index.resolve_name(name)
+        return values[0] if len(values) == 1 and isinstance(values[0], ast.expr) else None
+
     later: set[int] = set()
     system_seen = False
-    before_chars: int | None = 0
+    before: int | None = 0  # tokens of the messages before the first later one
     for element in sink.value.elts:
         content = message_content(element)
         if content is None:
             continue
         if system_seen:
             later.update(id(n) for n in ast.walk(content))
-        else:
-            size = _text_size(content, index)
-            before_chars = None if size is None or before_chars is None else before_chars + size
+        elif before is not None:
+            # Text that is not literal (a name for a prompt of its own) counts as large.
+            text = _fixed_text(content, resolve)
+            before = None if text is None else before + tokens.count_tokens(text, encoding)
         if _role(element) == "system":
             system_seen = True
     inside = id(hole.node) in later or (hole.via is not None and id(hole.via) in later)
-    if not inside and classifier is not None:
+    if not inside:
         # Built by a helper the later message calls (`f"Known: {_context(call)}"`).
         inside = any(
             isinstance(n, ast.Call)
@@ -1667,18 +1678,7 @@ def _in_later_message(
         )
     if not inside:
         return False
-    return before_chars is None or before_chars >= LATE_TAIL_TOKENS * CHARS_PER_TOKEN
-
-
-def _text_size(node: ast.AST, index: ModuleIndex | None) -> int | None:
-    """Characters of a message's literal text; None when not literal (a prompt of its own)."""
-    if isinstance(node, ast.Name) and index is not None:
-        values = index.resolve_name(node)
-        if len(values) == 1 and isinstance(values[0], ast.expr):
-            node = values[0]
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return len(node.value)
-    return None
+    return before is None or before >= LATE_TAIL_TOKENS
 
 
 def _position(
@@ -2222,11 +2222,7 @@ class _ModuleLint:
         if _own_text(sink, hole):
             return None
         rates = [
-            self.source_rate(src)[0]
-            for src in hole.sources
-            if not (
-                sink.slot == "tools" and (src.rule not in TOOL_RULES or _tool_reference(sink, src))
-            )
+            self.source_rate(src)[0] for src in hole.sources if not _not_in_tool_list(sink, src)
         ]
         best = max(rates, default=None)
         return best if best is not None and best > Frequency.PROCESS else None
@@ -2239,12 +2235,12 @@ class _ModuleLint:
         volatile = False
         if _own_text(sink, hole):
             return False  # the message's own text, rewritten in place: not new content
-        later = _in_later_message(sink, hole, self.classifier.ix(sink.value), self.classifier)
+        later = _in_later_message(sink, hole, self.classifier, self.encoding)
         # Pipecat's prompt caching puts the breakpoint on the system prompt only, the first
         # system message of the request: a user message after it is not in that block.
         in_block = sink.block or (self.mode is not None and sink.slot == "system" and not later)
         for src in hole.sources:
-            if sink.slot == "tools" and (src.rule not in TOOL_RULES or _tool_reference(sink, src)):
+            if _not_in_tool_list(sink, src):
                 continue
             freq, at_import = self.source_rate(src)
             pos, shown, settled = _position(sink, src, place, later)

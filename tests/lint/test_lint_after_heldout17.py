@@ -5,13 +5,7 @@ Issue 16, after the blind runs of heldout17a/b and heldout18a/b. Small examples 
 each quiet case has the case that must stay loud beside it.
 """
 
-import textwrap
-
-from tests.lint.snippets import BODY, flagged, lint
-
-
-def _module(code: str) -> str:
-    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
+from tests.lint.snippets import flagged, lint, module
 
 
 def test_a_tool_named_like_a_clock_in_a_tool_list_is_a_tool():
@@ -23,10 +17,10 @@ def test_a_tool_named_like_a_clock_in_a_tool_list_is_a_tool():
         def __init__(self):
             super().__init__(instructions="BODY_TEXT", tools=[get_weather, get_datetime])
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     # A tool list built from the clock changes with it.
     built = code.replace("tools=[get_weather, get_datetime]", "tools=[make_tool(datetime.now())]")
-    assert flagged(lint(_module(built)), "CB101")
+    assert flagged(lint(module(built)), "CB101")
 
 
 def test_a_user_turn_named_prompt_is_a_message_after_the_system_prompt():
@@ -35,9 +29,9 @@ def test_a_user_turn_named_prompt_is_a_message_after_the_system_prompt():
         user_prompt_text = f"Recent transcript: {transcript}\\nBODY_TEXT"
         return await client.generate(contents=[user_prompt_text])
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     system = code.replace("user_prompt_text", "system_prompt_text")
-    assert flagged(lint(_module(system)), "CB105")
+    assert flagged(lint(module(system)), "CB105")
 
 
 def test_a_helper_called_inside_a_later_message_builds_later_text():
@@ -53,10 +47,10 @@ def test_a_helper_called_inside_a_later_message_builds_later_text():
             {"role": "user", "content": f"Known: {_known(call)}\\nBODY_TEXT"},
         ]
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     # In the system message the same helper's values are early.
     early = code.replace('"content": SYSTEM}', '"content": f"Known: {call.guest_name}. " + SYSTEM}')
-    assert flagged(lint(_module(early)))
+    assert flagged(lint(module(early)))
 
 
 def test_a_module_constant_appended_after_a_value_counts_by_its_size():
@@ -74,10 +68,11 @@ def test_a_module_constant_appended_after_a_value_counts_by_its_size():
         return Agent(instructions=instructions)
     """
     # Over one cache increment of tool notes, but under a third of the prompt.
-    short = code.replace("NOTE_TEXT", "Call log_turn after every candidate answer. " * 15)
-    assert not flagged(lint(_module(short)))
+    # (145 tokens of o200k_base: over the 128 of one increment, under half the base's 361.)
+    short = code.replace("NOTE_TEXT", "Call log_turn after every candidate answer. " * 18)
+    assert not flagged(lint(module(short)))
     # A constant as long as the base prompt after the job text is half the prompt.
-    assert flagged(lint(_module(code.replace("NOTE_TEXT", "BODY_TEXT"))))
+    assert flagged(lint(module(code.replace("NOTE_TEXT", "BODY_TEXT"))))
 
 
 # -- after heldout18 ----------------------------------------------------------------------
@@ -88,11 +83,11 @@ def test_a_candidates_name_and_resume_are_per_caller():
     def interview(candidate_name, resume):
         return Agent(instructions=f"Interview {candidate_name}. Resume: {resume}. BODY_TEXT")
     """
-    found = [f for f in lint(_module(code)) if f.rule == "CB103"]
+    found = [f for f in lint(module(code)) if f.rule == "CB103"]
     assert {f.evidence for f in found} == {"candidate_name", "resume"} and flagged(found)
     # A resume parser is a tool, not the document.
     tool = code.replace("{resume}", "{resume_parser}").replace(", resume)", ", resume_parser)")
-    assert {f.evidence for f in lint(_module(tool)) if f.rule == "CB103"} == {"candidate_name"}
+    assert {f.evidence for f in lint(module(tool)) if f.rule == "CB103"} == {"candidate_name"}
 
 
 def test_a_parameter_bound_to_a_configs_prompt_is_not_guessed_from_its_name():
@@ -110,10 +105,10 @@ def test_a_parameter_bound_to_a_configs_prompt_is_not_guessed_from_its_name():
     CONFIG = load("dental.yaml")
     messages = [{"role": "system", "content": CONFIG["prompt"] + " BODY_TEXT"}]
     """
-    assert [f for f in lint(_module(code)) if f.rule == "CB105"] == []
+    assert [f for f in lint(module(code)) if f.rule == "CB105"] == []
     # Bound to a value that is not the config's prompt, the parameter is judged by its name.
     other = code.replace('raw.get("prompt", "")', 'raw.get("notes", "")')
-    assert [f.rule for f in lint(_module(other))] == ["CB105"]
+    assert [f.rule for f in lint(module(other))] == ["CB105"]
 
 
 # -- after heldout19 ----------------------------------------------------------------------
@@ -130,11 +125,11 @@ def test_what_a_flows_handler_got_from_the_model_is_per_call():
     async def start_lead(args: dict, flow_manager: FlowManager):
         return None, lead_node(args.get("description", ""))
     """
-    assert flagged(lint(_module(code)), "CB103")
+    assert flagged(lint(module(code)), "CB103")
     # The same helper fed from the node's configuration is not per call.
     config = code.replace('args.get("description", "")', 'flow_manager.state["intro"]')
     config = config.replace("async def start_lead(args: dict,", "async def start_lead(cfg: dict,")
-    assert not flagged(lint(_module(config)), "CB103")
+    assert not flagged(lint(module(config)), "CB103")
 
 
 def test_flowargs_typed_arguments_are_per_call():
@@ -142,5 +137,5 @@ def test_flowargs_typed_arguments_are_per_call():
     def node(args: FlowArgs):
         return {"role_messages": [{"role": "system", "content": f"Hi {args['topic']}. BODY_TEXT"}]}
     """
-    assert flagged(lint(_module(code)), "CB103")
-    assert not flagged(lint(_module(code.replace("args: FlowArgs", "args: NodeSettings"))))
+    assert flagged(lint(module(code)), "CB103")
+    assert not flagged(lint(module(code.replace("args: FlowArgs", "args: NodeSettings"))))
