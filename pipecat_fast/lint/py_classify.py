@@ -20,7 +20,7 @@ from typing import Any
 
 from pipecat_fast.lint.findings import Frequency, shorten
 from pipecat_fast.lint.py_index import ImportedName, ModuleIndex, Param
-from pipecat_fast.lint.vocab import classify_name, names_deployment, words
+from pipecat_fast.lint.vocab import classify_name, names_business, names_deployment, words
 from pipecat_fast.providers.prompt_vars import call_argument_types, run_context_types
 
 MAX_DEPTH = 24
@@ -1084,7 +1084,7 @@ class Classifier:
         if node.attr in _ATTR_GRANULARITY:
             return _clock(base, _ATTR_GRANULARITY[node.attr], lambda v, a=node.attr: getattr(v, a))
         if not ix.is_imported(node) and all(s.guessed for s in base):
-            if receiver_words and receiver_words[-1] in BUSINESS_OWNERS:
+            if receiver_words and names_business(receiver_words[-1]):
                 # `self.restaurant.phone`, `clinic.address`: the business's own details,
                 # set per deployment, not the caller's (a field name alone would say so).
                 return _plain([s for s in base if not s.guessed])
@@ -1432,31 +1432,6 @@ def _fixed_or_deployment(node: ast.AST) -> bool:
         key = node.slice.value
         return isinstance(key, str) and names_deployment(key)
     return False
-
-
-BUSINESS_OWNERS = frozenset(
-    {
-        "restaurant",
-        "business",
-        "company",
-        "clinic",
-        "practice",
-        "store",
-        "shop",
-        "office",
-        "hotel",
-        "organization",
-        "organisation",
-        "org",
-        "brand",
-        "branch",
-        "tenant",
-        "firm",
-        "agency",
-        "dealership",
-    }
-)
-"""Objects that hold the deployment's own business (its phone, address, name, hours)."""
 
 
 _STATE_OWNERS = {

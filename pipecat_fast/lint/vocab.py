@@ -120,6 +120,36 @@ Read from a call's metadata, it selects a deployment's stored configuration (its
 its tools), the same for every call of that agent: not per-caller data."""
 
 
+_BUSINESS_OWNERS = frozenset(
+    {
+        "restaurant",
+        "business",
+        "company",
+        "clinic",
+        "practice",
+        "store",
+        "shop",
+        "office",
+        "hotel",
+        "organization",
+        "organisation",
+        "org",
+        "brand",
+        "branch",
+        "tenant",
+        "firm",
+        "agency",
+        "dealership",
+    }
+)
+"""Objects that hold the deployment's own business (its phone, address, name, hours)."""
+
+
+def names_business(word: str) -> bool:
+    """Whether a word names the deployment's own business (``restaurant``, ``clinic``)."""
+    return word in _BUSINESS_OWNERS
+
+
 def names_deployment(identifier: str) -> bool:
     """Whether a key names the configured agent a call is routed to (``agent_id``)."""
     parts = words(identifier)

@@ -155,19 +155,19 @@ def state_templating() -> tuple[StateTemplating, ...]:
     return tuple(out)
 
 
+def _framework_types(key: str) -> frozenset[str]:
+    """The union of one list field (``run_context_types``...) over the framework entries."""
+    entries = _table_data()["frameworks"].values()
+    return frozenset(t for entry in entries for t in entry.get(key, ()))
+
+
 @cache
 def call_argument_types() -> frozenset[str]:
     """Parameter types that carry what the model extracted from this call (``FlowArgs``)."""
-    out: set[str] = set()
-    for entry in _table_data()["frameworks"].values():
-        out.update(entry.get("call_argument_types", ()))
-    return frozenset(out)
+    return _framework_types("call_argument_types")
 
 
 @cache
 def run_context_types() -> frozenset[str]:
     """Parameter types that carry one run's own context object (``RunContextWrapper``)."""
-    out: set[str] = set()
-    for entry in _table_data()["frameworks"].values():
-        out.update(entry.get("run_context_types", ()))
-    return frozenset(out)
+    return _framework_types("run_context_types")

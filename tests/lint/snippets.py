@@ -1,4 +1,4 @@
-"""Helpers for the tests that lint small source snippets of our own (test_lint_reach3/4)."""
+"""Helpers for the tests that lint small source snippets of our own (reach3/4, after_*)."""
 
 import textwrap
 
@@ -6,6 +6,11 @@ from pipecat_fast.lint import Severity, lint_python_source
 
 BODY = "Confirm each detail with the caller and keep every answer short. " * 30
 """Static instructions long enough that what comes before them is early in the prompt."""
+
+
+def module(code: str) -> str:
+    """``code`` dedented, with each ``BODY_TEXT`` replaced by :data:`BODY`."""
+    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
 
 
 def lint(code, **kw):

@@ -6,11 +6,7 @@ examples of our own; each quiet case has the case that must stay loud beside it.
 
 import textwrap
 
-from tests.lint.snippets import BODY, flagged, lint
-
-
-def _module(code: str) -> str:
-    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
+from tests.lint.snippets import BODY, flagged, lint, module
 
 
 def test_locals_read_from_one_context_are_fields_of_one_record():
@@ -22,11 +18,11 @@ def test_locals_read_from_one_context_are_fields_of_one_record():
     The customer context is here: {customer_context}, and flight context: {flight_context}\"\"\"
     agent = Agent(instructions=triage_instructions)
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     head = code.replace('f"""BODY_TEXT\n', 'f"""').replace(
         '{flight_context}"""', '{flight_context}\nBODY_TEXT"""'
     )
-    assert flagged(lint(_module(head)), "CB103")
+    assert flagged(lint(module(head)), "CB103")
 
 
 MEMORY = """
@@ -48,12 +44,12 @@ async def call_model(state, store, user_id):
 
 def test_memories_then_a_clock_then_the_conversation_cost_nothing_static():
     # After the memories come a label, the clock and the conversation: nothing static.
-    assert not flagged(lint(_module(MEMORY)))
+    assert not flagged(lint(module(MEMORY)))
 
 
 def test_the_same_memories_ahead_of_static_instructions_are_flagged():
     loud = MEMORY.replace("System Time: {time}", "System Time: {time}\nBODY_TEXT")
-    assert flagged(lint(_module(loud)))
+    assert flagged(lint(module(loud)))
 
 
 EXAMPLES = """
@@ -88,7 +84,7 @@ class Prompt:
 def test_example_conversations_rendered_in_a_comprehension_are_configuration():
     # `conversation` iterates over the configured examples; `result += " " + self.text`
     # builds text, it is not a state the method keeps changing.
-    assert not flagged(lint(_module(EXAMPLES)))
+    assert not flagged(lint(module(EXAMPLES)))
 
 
 def test_a_comprehension_over_the_history_is_still_history():
@@ -96,7 +92,7 @@ def test_a_comprehension_over_the_history_is_still_history():
         "[conversation.render() for conversation in self.examples]",
         '[conversation.render() for conversation in self.chat_history] + ["BODY_TEXT"]',
     )
-    assert flagged(lint(_module(loud)), "CB105")
+    assert flagged(lint(module(loud)), "CB105")
 
 
 ADK_AGENT = """
@@ -155,12 +151,12 @@ seat_agent = Agent(name="Seats", instructions=seat_instructions)
 
 
 def test_what_dynamic_instructions_read_off_the_run_context_is_this_run_s_data():
-    assert flagged(lint(_module(RUN_CONTEXT)), "CB103")
+    assert flagged(lint(module(RUN_CONTEXT)), "CB103")
 
 
 def test_the_same_fields_off_an_untyped_parameter_say_nothing():
     plain = RUN_CONTEXT.replace(": RunContextWrapper[AirlineContext]", "")
-    assert not flagged(lint(_module(plain)))
+    assert not flagged(lint(module(plain)))
 
 
 def test_a_template_in_a_yaml_config_is_the_string_under_its_key(tmp_path):
@@ -211,12 +207,12 @@ def create_call(agent, data):
 
 def test_a_field_of_a_record_that_holds_the_caller_s_number_is_per_call():
     # `data` carries the contact's number, so its `objective` is this call's too.
-    assert flagged(lint(_module(OUTBOUND)), "CB103")
+    assert flagged(lint(module(OUTBOUND)), "CB103")
 
 
 def test_the_same_field_of_a_record_without_caller_fields_says_nothing():
     quiet = OUTBOUND.replace('data["contact_number"]', 'data["region"]')
-    assert not flagged(lint(_module(quiet)))
+    assert not flagged(lint(module(quiet)))
 
 
 def test_a_config_that_does_not_parse_or_holds_the_fields_twice_keeps_the_whole_file():

@@ -5,14 +5,8 @@ Python voice agents). Small examples of our own; each quiet case has the case th
 stay loud beside it.
 """
 
-import textwrap
-
 from pipecat_fast.lint import Position, Severity
-from tests.lint.snippets import BODY, flagged, lint
-
-
-def _module(code: str) -> str:
-    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
+from tests.lint.snippets import flagged, lint, module
 
 
 def test_a_value_at_the_start_of_a_later_user_message_is_late():
@@ -23,12 +17,12 @@ def test_a_value_at_the_start_of_a_later_user_message_is_late():
             {"role": "user", "content": f"{caller_name} is calling. BODY_TEXT"},
         ]
     """
-    found = [f for f in lint(_module(code)) if f.rule == "CB103"]
+    found = [f for f in lint(module(code)) if f.rule == "CB103"]
     assert found and all(f.position is Position.LATE for f in found)
     assert not flagged(found)
     # The same value at the start of the system message is early.
     head = code.replace('"content": "BODY_TEXT"}', '"content": f"{caller_name}. BODY_TEXT"}')
-    assert flagged(lint(_module(head)), "CB103")
+    assert flagged(lint(module(head)), "CB103")
 
 
 def test_a_task_message_of_a_node_without_role_messages_is_late():
@@ -40,13 +34,13 @@ def test_a_task_message_of_a_node_without_role_messages_is_late():
             "functions": [],
         }
     """
-    assert not flagged(lint(_module(later)))
+    assert not flagged(lint(module(later)))
     # A node that sets the role messages opens the context: its task text is the prompt's.
     first = later.replace(
         '"task_messages"',
         '"role_messages": [{"role": "system", "content": "Hi."}],\n            "task_messages"',
     )
-    assert flagged(lint(_module(first)), "CB101")
+    assert flagged(lint(module(first)), "CB101")
 
 
 def test_a_system_message_appended_after_the_system_prompt_is_a_later_message():
@@ -60,12 +54,12 @@ def test_a_system_message_appended_after_the_system_prompt_is_a_later_message():
         messages.extend(history)
         return messages
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     # Appended first, the memories open the request.
     first = code.replace(
         '        messages.append({"role": "system", "content": SYSTEM})\n', ""
     ).replace("\\nBODY_TEXT", '\\n" + SYSTEM + "')
-    assert flagged(lint(_module(first)), "CB103")
+    assert flagged(lint(module(first)), "CB103")
 
 
 def test_a_later_append_of_a_short_label_and_a_value_keeps_the_first_value_last():
@@ -80,11 +74,11 @@ def test_a_later_append_of_a_short_label_and_a_value_keeps_the_first_value_last(
                 prompt += f", order: {state['order_id']}"
         return prompt
     """
-    found = lint(_module(code))
+    found = lint(module(code))
     assert [f for f in found if f.rule == "CB103"] and not flagged(found)
     # A later append with instructions of its own is static text after the member id.
     rules = code.replace("f\", order: {state['order_id']}\"", '"BODY_TEXT"')
-    assert flagged(lint(_module(rules)), "CB103")
+    assert flagged(lint(module(rules)), "CB103")
 
 
 def test_one_of_a_tables_fixed_texts_picked_per_call_is_not_caller_data():
@@ -98,10 +92,10 @@ def test_one_of_a_tables_fixed_texts_picked_per_call_is_not_caller_data():
         tone = payload.get("tone", "")
         return TONES[tone] + " BODY_TEXT"
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     # The caller's own field in the same place is per-call data.
     own = code.replace("TONES[tone]", 'payload["customer_name"]')
-    assert flagged(lint(_module(own)), "CB103")
+    assert flagged(lint(module(own)), "CB103")
 
 
 def test_the_agents_prompt_sent_in_the_dispatch_metadata_is_its_configuration():
@@ -112,9 +106,9 @@ def test_the_agents_prompt_sent_in_the_dispatch_metadata_is_its_configuration():
         payload = json.loads(ctx.job.metadata)
         return payload["prompt"] + " BODY_TEXT"
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     caller = code.replace('payload["prompt"]', 'payload["client_name"]')
-    assert flagged(lint(_module(caller)), "CB103")
+    assert flagged(lint(module(caller)), "CB103")
 
 
 def test_a_function_with_a_short_fallback_return_is_laid_out_by_its_prompt():
@@ -129,7 +123,7 @@ def test_a_function_with_a_short_fallback_return_is_laid_out_by_its_prompt():
     def agent(time_str, content):
         return Agent(instructions=get_system_prompt(time_str, content))
     """
-    found = [f for f in lint(_module(code)) if f.rule == "CB101"]
+    found = [f for f in lint(module(code)) if f.rule == "CB101"]
     assert found and not flagged(found)
     assert any(f.position is Position.LATE and f.severity is Severity.INFO for f in found)
     # The time at the head of the prompt the function builds is early.
@@ -137,4 +131,4 @@ def test_a_function_with_a_short_fallback_return_is_laid_out_by_its_prompt():
         '"BODY_TEXT The current time is {{current_time}}."',
         '"The current time is {{current_time}}. BODY_TEXT"',
     )
-    assert flagged(lint(_module(head)), "CB101")
+    assert flagged(lint(module(head)), "CB101")

@@ -4,13 +4,7 @@ Issue 16, after the blind run of heldout15a/b. Small examples of our own; each q
 has the case that must stay loud beside it.
 """
 
-import textwrap
-
-from tests.lint.snippets import BODY, flagged, lint
-
-
-def _module(code: str) -> str:
-    return textwrap.dedent(code).replace("BODY_TEXT", BODY)
+from tests.lint.snippets import flagged, lint, module
 
 
 def test_the_business_own_phone_is_not_the_callers():
@@ -19,9 +13,9 @@ def test_the_business_own_phone_is_not_the_callers():
         def prompt(self):
             return f"Our phone number is {self.restaurant.phone}. BODY_TEXT"
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     caller = code.replace("self.restaurant.phone", "self.caller.phone")
-    assert flagged(lint(_module(caller)), "CB103")
+    assert flagged(lint(module(caller)), "CB103")
 
 
 def test_a_function_passed_as_a_handler_is_not_its_name():
@@ -35,10 +29,10 @@ def test_a_function_passed_as_a_handler_is_not_its_name():
             functions=[FlowsFunctionSchema(name="capture", handler=handle_submission_date)],
         )
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     # A value named like a date in the same place is still one.
     value = code.replace("handler=handle_submission_date", "description=submission_date")
-    assert flagged(lint(_module(value)), "CB101")
+    assert flagged(lint(module(value)), "CB101")
 
 
 def test_a_prompt_set_in_both_branches_is_laid_out_by_them():
@@ -53,9 +47,9 @@ def test_a_prompt_set_in_both_branches_is_laid_out_by_them():
             system_prompt = f"{base_prompt}\\nIl est {now}."
         return [{"role": "system", "content": system_prompt}]
     """
-    assert not flagged(lint(_module(code)))
+    assert not flagged(lint(module(code)))
     early = code.replace('f"{base_prompt}\\nThe time is {now}."', 'f"The time is {now}. BODY_TEXT"')
-    assert flagged(lint(_module(early)), "CB101")
+    assert flagged(lint(module(early)), "CB101")
 
 
 def test_per_call_values_after_a_value_add_no_fixed_text_after_it():
@@ -68,10 +62,10 @@ def test_per_call_values_after_a_value_add_no_fixed_text_after_it():
         now = datetime.now().isoformat()
         return f"BODY_TEXT\\nNow: {now}\\n{NOTE}\\n{customer_profile}"
     """
-    assert not flagged(lint(_module(code)), "CB101")
+    assert not flagged(lint(module(code)), "CB101")
     # Fixed instructions after the record are static text after the date too.
     rules = code.replace('{customer_profile}"', '{customer_profile}\\nBODY_TEXT"')
-    assert flagged(lint(_module(rules)), "CB101")
+    assert flagged(lint(module(rules)), "CB101")
 
 
 def test_gemini_text_parts_are_one_system_instruction():
@@ -85,9 +79,9 @@ def test_gemini_text_parts_are_one_system_instruction():
 
     model = GenerativeModel(model_name="m", system_instruction=get_system_prompt(name))
     """
-    assert flagged(lint(_module(code)), "CB103")
+    assert flagged(lint(module(code)), "CB103")
     late = code.replace(
         '            f"You are speaking to {patient_name}.",\n            "BODY_TEXT",\n',
         '            "BODY_TEXT",\n            f"You are speaking to {patient_name}.",\n',
     )
-    assert not flagged(lint(_module(late)), "CB103")
+    assert not flagged(lint(module(late)), "CB103")
