@@ -56,6 +56,14 @@ MAX_MODULE_BYTES = 4 * 1024 * 1024
 _PER_CALL_IMPORT: re.Pattern | None = None
 
 
+_IMPORT_LIST = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]+(\([^)]*\)|[^\n]+)", re.M)
+_FILLED_CALL = re.compile(
+    r"(?<![\w.])((?:[A-Za-z_]\w*\.)+)?([A-Za-z_]\w*)\s*\.\s*"
+    r"(?:format|format_map|substitute|safe_substitute)\s*\("
+)
+"""``NAME.format(`` or ``module.NAME.format(`` (group 1: the module path, if any)."""
+
+
 def imports_per_call_framework(source: str) -> bool:
     """Whether source code imports a framework that starts a process for each call.
 
@@ -101,6 +109,7 @@ class Project:
         self._called: set[str] | None = None
         self._bound: dict[str, str] | None = None
         self._replace_targets: set[str] | None = None
+        self._imported_and_filled: set[str] | None = None
         self._per_call_processes: bool | None = None
         self._data: list[str] = []
         for path, text in (sources or {}).items():
@@ -312,6 +321,60 @@ class Project:
                 found |= replace_targets(text)
             self._replace_targets = found
         return self._replace_targets
+
+    def imported_and_filled(self) -> set[str]:
+        """Names a module imports from another and fills there (``NAME.format(...)``).
+
+        ``from .prompts import CALLER_PROMPT`` then ``CALLER_PROMPT.format(proposal=p)``
+        (or ``prompts.CALLER_PROMPT.format(...)``): the template is filled at that call,
+        which is linted with the values it passes; in the module that defines it, its
+        ``{{name}}`` is ``.format``'s escape for a literal brace, not a slot.
+        """
+        if self._imported_and_filled is None:
+            found: set[str] = set()
+            for _p, text in self._code_texts():
+                imported = {
+                    n
+                    for m in _IMPORT_LIST.finditer(text)
+                    for n in re.findall(r"[A-Za-z_]\w*", m.group(1))
+                }
+                for m in _FILLED_CALL.finditer(text):
+                    owner = m.group(1) or ""
+                    if owner.startswith(("self.", "cls.")):
+                        continue
+                    if owner or m.group(2) in imported:
+                        found.add(m.group(2))
+            self._imported_and_filled = found
+        return self._imported_and_filled
+
+    def unused_import_of(self, path: str, name: str) -> bool:
+        """Whether the module at ``path`` is imported by name lists that leave ``name`` out.
+
+        ``from prompts import WELCOME_PROMPT`` in another module, while nothing in the tree
+        but its own definition mentions ``BOOKING_CONFIRMATION_PROMPT``: that template is
+        not used by the code in view (no ``import prompts``, no ``*``, no other mention).
+        """
+        stem = Path(path).stem
+        pattern = re.compile(
+            r"^[ \t]*from[ \t]+(?:[\w.]*\.)?" + re.escape(stem) + r"[ \t]+import[ \t]+"
+            r"(\([^)]*\)|[^\n]+)",
+            re.M,
+        )
+        word = re.compile(r"(?<![\w.])" + re.escape(name) + r"(?!\w)")
+        plain = re.compile(r"^[ \t]*import[ \t]+(?:[\w.]*\.)?" + re.escape(stem) + r"\b", re.M)
+        mentions = 0
+        listed = False
+        for p, text in self._code_texts():
+            mentions += len(word.findall(text))
+            if os.path.normpath(p) == os.path.normpath(path):
+                continue
+            if plain.search(text):
+                return False
+            for m in pattern.finditer(text):
+                if "*" in m.group(1):
+                    return False
+                listed = True
+        return listed and mentions == 1
 
     def runs_per_call_processes(self) -> bool:
         """Whether the tree uses a framework that starts a fresh process for each call.

@@ -179,6 +179,10 @@ def _concat(*parts: list[Segment]) -> list[Segment]:
     return out
 
 
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _length(segments: list[Segment]) -> int:
     return sum(len(s) if isinstance(s, str) else len(s.stand_in) for s in segments)
 
@@ -218,8 +222,9 @@ class Renderer:
         """Every node rendered so far (what some sink's text is made of)."""
         self._chains: list[tuple[ast.AST, list[str], list[str]]] = []
         self.filled_by_replace = False
-        """Set when a render met a ``.replace("{{name}}", value)`` chain: the text was a
-        template the code in view fills (what the chain leaves is text, not a slot)."""
+        """Set when a render met a ``.replace("{{name}}", value)`` chain or a ``.format``
+        it could lay out: the text was a template the code in view fills (what the chain
+        or the call leaves is text, not a slot)."""
 
     def ix(self, node: ast.AST) -> ModuleIndex:
         """The index of the module ``node`` belongs to."""
@@ -525,7 +530,9 @@ class Renderer:
         if isinstance(container, ast.Dict) and isinstance(key, ast.Constant):
             for k, v in zip(container.keys, container.values, strict=True):
                 if isinstance(k, ast.Constant) and k.value == key.value:
-                    return v
+                    # `state = {"customer_name": None}`: a slot the call fills in later,
+                    # not the text "None".
+                    return None if _is_none(v) else v
         if isinstance(container, (ast.List, ast.Tuple)):
             i = self._int(key)
             if i is not None and -len(container.elts) <= i < len(container.elts):
@@ -869,6 +876,8 @@ class Renderer:
                     out.append(self.hole(value))
                 else:
                     out.append(r(value))
+        # The braces `.format` leaves (`{{name}}` turned into `{name}`) are text now.
+        self.filled_by_replace = True
         return _concat(*out)
 
     def _unfilled(self, node: ast.Call, field_name: str, complete: bool) -> list[Segment]:

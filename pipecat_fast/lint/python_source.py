@@ -708,7 +708,37 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
         # (`[system, {"role": ..., "content": prompt}]`): graded there, after the
         # system prompt, not as a prompt of its own.
         sinks = [s for s in sinks if not (s.name in later and s.slot in ("system", "append"))]
+    tails = _tail_fragment_names(tree)
+    if tails:
+        # `doctor_prompt = f"# Doctors: {names}..."` then `instructions = BASE + doctor_prompt`:
+        # a piece of a prompt with text before it wherever it is used, graded there.
+        sinks = [s for s in sinks if not (s.name in tails and s.slot == "system")]
     return sinks
+
+
+def _tail_fragment_names(tree: ast.Module) -> set[str]:
+    """Names only ever read after other text of a ``+`` chain or an f-string."""
+    after: set[str] = set()
+    elsewhere: set[str] = set()
+    marked: set[int] = set()
+    for node in ast.walk(tree):
+        parts: list[ast.AST] = []
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            parts = [node.right]
+        elif isinstance(node, ast.JoinedStr):
+            parts = [
+                v.value
+                for i, v in enumerate(node.values)
+                if i and isinstance(v, ast.FormattedValue) and not v.format_spec
+            ]
+        for part in parts:
+            if isinstance(part, ast.Name):
+                after.add(part.id)
+                marked.add(id(part))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in marked:
+            elsewhere.add(node.id)
+    return after - elsewhere
 
 
 def _appended_after_system(tree: ast.Module) -> set[int]:
@@ -745,11 +775,30 @@ def _appended_after_system(tree: ast.Module) -> set[int]:
                 name = node.func.value.id
                 _opening(firsts, name, node.lineno, _role(node.args[0]))
                 later.append((name, node.lineno, node.args[0]))
+            elif _inserted_after_first(node):
+                # `context.messages.insert(1, {...})`: at least the opening message comes
+                # before it, whatever else the list holds.
+                out.add(id(node.args[1]))
         for name, line, message in later:
             first = firsts.get(name)
             if first is not None and first[1] == "system" and line > first[0]:
                 out.add(id(message))
     return out
+
+
+def _inserted_after_first(node: ast.AST) -> bool:
+    """``msgs.insert(i, {"role": ..., "content": ...})`` at a fixed index of 1 or more."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "insert"
+        and len(node.args) == 2
+        and isinstance(node.args[1], ast.Dict)
+        and message_content(node.args[1]) is not None
+    ):
+        return False
+    index = node.args[0]
+    return isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 1
 
 
 def _opening(firsts: dict[str, tuple[int, str]], name: str, line: int, role: str) -> None:
@@ -2055,12 +2104,17 @@ class _ModuleLint:
                 del renderer.issues[key]
         if sink.state is not None:
             return _state_holes(segments, sink)
+        project = index.project
         if sink.template or (
             sink.slot == "system"
             and sink.name
             and sink.name not in index.formatted_names
+            and not (project is not None and sink.name in project.imported_and_filled())
             and not filled
         ):
+            if project is not None and project.unused_import_of(index.path, sink.name):
+                # A template the modules in view import around and never use.
+                return segments
             # (`filled`: the text came through a `.replace("{{name}}", ...)` chain, so it
             # is a template the code in view fills; what the chain leaves ships as text.)
             # A template defined here and filled elsewhere (another module, or never in
