@@ -263,27 +263,55 @@ def _system_guarded(tree: ast.Module) -> set[int]:
     return out
 
 
-def _not_in_tool_list(sink: Sink, src: Source) -> bool:
+def _not_in_tool_list(sink: Sink, src: Source, hole: Hole, index: ModuleIndex) -> bool:
     """A source of a tool list that does not change the list.
 
     A rule a tool list cannot bust, or a tool named in the list (:func:`_tool_reference`).
     """
-    return sink.slot == "tools" and (src.rule not in TOOL_RULES or _tool_reference(sink, src))
+    return sink.slot == "tools" and (
+        src.rule not in TOOL_RULES or _tool_reference(sink, src, hole.node, index)
+    )
 
 
-def _tool_reference(sink: Sink, src: Source) -> bool:
+_SCHEMA_KEYWORDS = {"name", "description", "parameters", "properties", "enum", "title", "schema"}
+"""Keywords of a tool-schema constructor whose value is the schema's own text."""
+
+
+def _tool_lists(value: ast.AST, index: ModuleIndex) -> list[ast.List | ast.Tuple]:
+    """The literal lists a tool-list value is (``tools=[...]``, or a name assigned one)."""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return [value]
+    if isinstance(value, ast.Name) and index.owns(value):
+        return [v for v in index.resolve_name(value) if isinstance(v, (ast.List, ast.Tuple))]
+    return []
+
+
+def _tool_reference(sink: Sink, src: Source, node: ast.AST, index: ModuleIndex) -> bool:
     """A tool named in a tool list (``tools=[get_weather, get_datetime]``), judged by its name.
 
     The element is the tool itself (a function, a schema); its name says what the tool
-    does, not that the list changes.
+    does, not that the list changes. So is a name only passed to a tool factory in the list
+    by a keyword that is not the schema's text (``create_transfer_tool(call_uuid=call_uuid)``,
+    not ``description=``): it binds the tool's handler, and the schema says nothing of it.
     """
-    elements = getattr(sink.value, "elts", None)
-    return bool(
-        src.guessed
-        and elements
-        and isinstance(src.origin, (ast.Name, ast.Attribute))
-        and any(e is src.origin for e in elements)
-    )
+    lists = _tool_lists(sink.value, index)
+    elements = [e for lst in lists for e in lst.elts]
+    if not (src.guessed and elements):
+        return False
+    if isinstance(src.origin, (ast.Name, ast.Attribute)) and any(e is src.origin for e in elements):
+        return True
+    name = src.origin.arg if isinstance(src.origin, ast.arg) else getattr(src.origin, "id", None)
+    if name is None:
+        return False
+    uses = [n for lst in lists for n in ast.walk(lst) if isinstance(n, ast.Name) and n.id == name]
+    passed = {
+        id(k.value)
+        for e in elements
+        if isinstance(e, ast.Call)
+        for k in e.keywords
+        if k.arg and k.arg not in _SCHEMA_KEYWORDS
+    }
+    return bool(uses) and all(id(n) in passed for n in uses)
 
 
 def _own_text(sink: Sink, hole: Hole) -> bool:
@@ -605,7 +633,9 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
                         last_append=last,
                     )
                 elif name and name in TOOL_KEYWORDS:
-                    add(node.value, "tools", f"`{shorten(ast.unparse(t), 40)}`")
+                    if not isinstance(node.value, ast.Attribute):
+                        # (`tools = context.tools` reads a list built, and graded, elsewhere.)
+                        add(node.value, "tools", f"`{shorten(ast.unparse(t), 40)}`")
                 elif _message_text(t) and not isinstance(node, ast.AugAssign):
                     # `messages[i]["content"] = instruction + msg["content"]`: a message
                     # rewritten in place. The system message when the index is 0 or an
@@ -2112,7 +2142,11 @@ class _ModuleLint:
             and not (project is not None and sink.name in project.imported_and_filled())
             and not filled
         ):
-            if project is not None and project.unused_import_of(index.path, sink.name):
+            if (
+                project is not None
+                and index.path
+                and project.unused_import_of(index.path, sink.name)
+            ):
                 # A template the modules in view import around and never use.
                 return segments
             # (`filled`: the text came through a `.replace("{{name}}", ...)` chain, so it
@@ -2276,7 +2310,9 @@ class _ModuleLint:
         if _own_text(sink, hole):
             return None
         rates = [
-            self.source_rate(src)[0] for src in hole.sources if not _not_in_tool_list(sink, src)
+            self.source_rate(src)[0]
+            for src in hole.sources
+            if not _not_in_tool_list(sink, src, hole, self.index)
         ]
         best = max(rates, default=None)
         return best if best is not None and best > Frequency.PROCESS else None
@@ -2294,7 +2330,7 @@ class _ModuleLint:
         # system message of the request: a user message after it is not in that block.
         in_block = sink.block or (self.mode is not None and sink.slot == "system" and not later)
         for src in hole.sources:
-            if _not_in_tool_list(sink, src):
+            if _not_in_tool_list(sink, src, hole, self.index):
                 continue
             freq, at_import = self.source_rate(src)
             pos, shown, settled = _position(sink, src, place, later)

@@ -124,3 +124,31 @@ def test_a_prompt_piece_only_used_after_other_text_is_graded_where_it_is_used():
     # Put in front of the static text, the same piece is early.
     front = code.replace("TEMPLATE + doctor_prompt", "doctor_prompt + TEMPLATE")
     assert flagged(lint(module(front)), "CB103")
+
+
+def test_a_module_linted_without_a_path_in_a_project_is_still_linted():
+    # (`lint_python_source(text, project=...)` with no filename: the unused-template check
+    # has no module to look for and stays out of the way.)
+    from pipecat_fast.lint.python_source import lint_python_source
+
+    code = 'SYSTEM_PROMPT = """You are the receptionist.\nGuest: {guest_name}\n""" + "BODY_TEXT"\n'
+    assert flagged(lint_python_source(module(code), project=Project()), "CB103")
+
+
+def test_a_name_only_passed_to_a_tool_factory_binds_its_handler_not_the_schema():
+    code = """
+    async def create_pipeline(transport, call_uuid: str = ""):
+        tools = [create_transfer_tool(call_uuid=call_uuid, queue="support")]
+        context = LLMContext(tools=tools)
+
+        async def on_dtmf():
+            tools = context.tools
+            return tools
+    """
+    assert not flagged(lint(module(code)))
+    # Written into a tool's description, the same id changes the list.
+    schema = code.replace(
+        'create_transfer_tool(call_uuid=call_uuid, queue="support")',
+        '{"name": "transfer", "description": f"Transfer call {call_uuid}"}',
+    )
+    assert flagged(lint(module(schema)))
