@@ -1073,6 +1073,12 @@ class Classifier:
             # (https://docs.livekit.io/agents/server/job.md): per session.
             what = f"{ast.unparse(node)} (set per call)"
             return [Source("CB103", Frequency.SESSION, node, what, per_call=True)]
+        if isinstance(node.value, ast.Name) and _per_session_argument(ix, node):
+            # `main(args.room_url, args.token, args.topic)`: a bot process started for each
+            # room (it is given the room's URL or a call's id on its command line), so every
+            # argument it is started with is that session's.
+            what = f"{ast.unparse(node)} (a command-line argument of a bot started per session)"
+            return [Source("CB103", Frequency.SESSION, node, what, per_call=True)]
         if "detector" in receiver_words:
             # `self.language_detector.dominant_language`: what a detector found in the
             # caller's speech changes with the caller, wherever the detector was built.
@@ -1432,6 +1438,75 @@ def _fixed_or_deployment(node: ast.AST) -> bool:
         key = node.slice.value
         return isinstance(key, str) and names_deployment(key)
     return False
+
+
+_SESSION_FLAG_WORDS = {"room", "meeting", "session", "call", "conversation", "sid"}
+"""Words of a command-line option that names the one session a process serves."""
+_SETTING_FLAG_WORDS = {
+    "type", "mode", "model", "voice", "language", "lang", "locale", "timezone", "tz",
+    "provider", "port", "host", "config", "env", "level", "debug", "verbose", "log",
+    "url", "token", "key", "transport", "sample", "rate", "dir", "path", "file",
+}  # fmt: skip
+"""Words of an option that configures the process rather than carrying the session's data."""
+
+
+def _per_session_argument(ix: ModuleIndex, node: ast.Attribute) -> bool:
+    """``args.topic`` of ``args = parser.parse_args()`` in a bot started per session.
+
+    The module's parser takes an option naming one session (``--room-url``, ``--call-sid``,
+    ``--session-id``: Pipecat's classic spawn-per-room runner passes ``-u ROOM -t TOKEN``),
+    and this option is neither a setting (``--model``, ``--voice``) nor a menu (``choices=``).
+    """
+    values = ix.resolve_name(node.value)
+    if len(values) != 1 or not isinstance(values[0], ast.Call):
+        return False
+    call = values[0]
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "parse_args"):
+        return False
+    options: dict[str, ast.Call] = {}
+    session = False
+    for n in ast.walk(ix.tree):
+        if not (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "add_argument"
+        ):
+            continue
+        flags = [
+            a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        dest = next(
+            (
+                k.value.value
+                for k in n.keywords
+                if k.arg == "dest" and isinstance(k.value, ast.Constant)
+            ),
+            None,
+        )
+        for flag in flags:
+            w = set(words(flag.lstrip("-")))
+            if w & _SESSION_FLAG_WORDS and not w & {"max", "timeout", "limit"}:
+                session = True
+        long = [f for f in flags if f.startswith("--")] or flags
+        name = dest or (long[0].lstrip("-").replace("-", "_") if long else None)
+        if name:
+            options[name] = n
+    option = options.get(node.attr)
+    if not session or option is None:
+        return False
+    if any(k.arg in ("choices", "type", "action") and _not_text_option(k) for k in option.keywords):
+        return False
+    w = set(words(node.attr))
+    return not (w & _SETTING_FLAG_WORDS or w & _SESSION_FLAG_WORDS)
+
+
+def _not_text_option(kw: ast.keyword) -> bool:
+    """``choices=[...]`` (a menu), ``type=int``/``float``, ``action="store_true"``."""
+    if kw.arg == "choices":
+        return True
+    if kw.arg == "type":
+        return isinstance(kw.value, ast.Name) and kw.value.id in ("int", "float", "bool")
+    return True
 
 
 _STATE_OWNERS = {

@@ -152,3 +152,28 @@ def test_a_name_only_passed_to_a_tool_factory_binds_its_handler_not_the_schema()
         '{"name": "transfer", "description": f"Transfer call {call_uuid}"}',
     )
     assert flagged(lint(module(schema)))
+
+
+def test_an_argument_of_a_bot_started_per_room_is_that_session_s():
+    code = """
+    import argparse
+
+    async def main(room_url, token, topic):
+        system_instruction = f"You are a tutor for {topic}. BODY_TEXT"
+        llm = GeminiLiveLLMService(api_key="x", system_instruction=system_instruction)
+
+    if __name__ == "__main__":
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-u", "--room-url", required=True)
+        parser.add_argument("-t", "--token", required=True)
+        parser.add_argument("--topic", default="")
+        args = parser.parse_args()
+        asyncio.run(main(args.room_url, args.token, args.topic))
+    """
+    assert flagged(lint(module(code)), "CB103")
+    # A process not started for one room: its options configure the deployment.
+    served = code.replace('"-u", "--room-url"', '"-p", "--port"')
+    assert not flagged(lint(module(served)))
+    # A menu of a few fixed values is one prompt per choice.
+    menu = code.replace('"--topic", default=""', '"--topic", choices=["math", "art"]')
+    assert not flagged(lint(module(menu)))
