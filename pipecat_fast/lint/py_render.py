@@ -179,6 +179,17 @@ def _concat(*parts: list[Segment]) -> list[Segment]:
     return out
 
 
+def _tests_only(test: ast.AST, name: str) -> bool:
+    """Whether a comprehension's ``if`` reads nothing but the element ``name``."""
+    names = [n for n in ast.walk(test) if isinstance(n, ast.Name)]
+    calls = [n for n in ast.walk(test) if isinstance(n, ast.Call)]
+    return (
+        bool(names)
+        and all(n.id == name for n in names)
+        and all(isinstance(c.func, ast.Attribute) for c in calls)
+    )
+
+
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -587,7 +598,11 @@ class Renderer:
             return items * max(times, 0)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)) and len(node.generators) == 1:
             gen = node.generators[0]
-            if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+            if gen.is_async or not isinstance(gen.target, ast.Name):
+                raise _Unknown
+            if not all(_tests_only(test, gen.target.id) for test in gen.ifs):
+                # (`"\n".join(b for b in bits if b)`: a test of the element alone drops
+                # empty pieces, which take no room; any other test picks which ones ship.)
                 raise _Unknown
             items = self.elements(gen.iter, depth + 1)
             return [(node.elt, {gen.target.id: item}) for item, _b in items]

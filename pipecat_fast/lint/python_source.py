@@ -314,6 +314,37 @@ def _tool_reference(sink: Sink, src: Source, node: ast.AST, index: ModuleIndex) 
     return bool(uses) and all(id(n) in passed for n in uses)
 
 
+_PERSON_NAME_WORDS = {"name", "first", "full", "given"}
+"""A value called only ``name``/``first_name``: whose name it is, the text around it says."""
+_ADDRESSED = re.compile(
+    r"(?:\b(?:help(?:ing)?|assist(?:ing)?|coach(?:ing)?|support(?:ing)?|greet(?:ing)?|"
+    r"(?:talk|speak|chat)(?:ing)?\s+(?:to|with)|hi|hello|hey|dear|"
+    r"(?:user|caller|customer|client|patient|member|student|learner)(?:'s)?\s+(?:first\s+)?"
+    r"name\s+is)|\b(?:user|caller|customer|client|patient|student|learner)\s*:)[\s,\"']*$",
+    re.IGNORECASE,
+)
+"""Text just before a value that says it is the name of the person spoken to."""
+
+
+def _addressed_person(skeleton: str, start: int, hole: Hole) -> bool:
+    """``...helping {name} navigate...``, ``Hi {first_name}!``: a person's name, per caller.
+
+    Only a plain name or parameter called ``name`` (``first_name``, ``full_name``); the
+    agent's own name comes after "You are" or "Your name is", which this does not match.
+    """
+    node = hole.node.value if isinstance(hole.node, ast.FormattedValue) else hole.node
+    if isinstance(node, ast.Name):
+        ident = node.id
+    elif isinstance(node, ast.Constant) and hole.name:
+        ident = hole.name.strip("{} ")  # a template's placeholder
+    else:
+        return False
+    w = words(ident)
+    if not w or w[-1] != "name" or not set(w) <= _PERSON_NAME_WORDS:
+        return False
+    return _ADDRESSED.search(skeleton[max(0, start - 40) : start]) is not None
+
+
 def _own_text(sink: Sink, hole: Hole) -> bool:
     """The earlier text of a message whose content is rewritten in place."""
     node = hole.node.value if isinstance(hole.node, ast.FormattedValue) else hole.node
@@ -945,9 +976,22 @@ def _state_holes(segments: list, sink: Sink) -> list:
 
 
 def _later_message_names(tree: ast.Module) -> set[str]:
-    """Names sent, bare, as the content of a message after a request's system message."""
+    """Names sent, bare, as the content of a message after a request's system message.
+
+    Or as a user, assistant or tool message anywhere (``context.add_message({"role": "user",
+    "content": greeting_prompt})``): that message is graded where it is sent (a request's
+    list of messages, or a message added to a running context), not as a prompt of its own.
+    """
     out: set[str] = set()
     for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Dict)
+            and any(isinstance(k, ast.Constant) and k.value == "role" for k in node.keys)
+            and _role(node) in ("user", "assistant", "tool")
+        ):
+            content = message_content(node)
+            if isinstance(content, ast.Name):
+                out.add(content.id)
         if not isinstance(node, (ast.List, ast.Tuple)):
             continue
         system_seen = False
@@ -2167,6 +2211,15 @@ class _ModuleLint:
         ):
             return
         skeleton, holes = Rendered(segments).skeleton()
+        for hole, start, _e in holes:
+            if (
+                not hole.sources
+                and hole.sample is None
+                and _addressed_person(skeleton, start, hole)
+                and not self.called_in_view(hole.node)
+            ):
+                what = f"{hole.label.strip('{}')} (the person the text addresses by name)"
+                hole.sources = [Source("CB103", Frequency.SESSION, hole.node, what, guessed=True)]
         tm = TextMap(skeleton, self.encoding)
         total = tm.token_count
         first_volatile: tuple[int, tuple[str, ...]] | None = None
@@ -2268,6 +2321,35 @@ class _ModuleLint:
             unknown = tuple(h.label for h, _s, _e in holes if h.sample is None)
             static = first_volatile if first_volatile is not None else (total, unknown)
             self.static_prefixes.append((static[0], static[1], sink))
+
+    def called_in_view(self, node: ast.AST) -> bool:
+        """Whether the function whose parameter ``node`` reads is called in the linted tree.
+
+        Called in view, its callers say what the parameter holds (and the value is graded
+        through them); never called, only the prompt's own text can.
+        """
+        if isinstance(node, ast.FormattedValue):
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return False
+        ix = self.classifier.ix(node)
+        values = ix.resolve_name(node)
+        if not (values and isinstance(values[-1], Param)):
+            return False
+        fn = values[-1].function
+        name = getattr(fn, "name", None)
+        if name == "__init__":
+            cls = ix.parent.get(fn)
+            name = cls.name if isinstance(cls, ast.ClassDef) else None
+        if not name:
+            return False
+        project = ix.project
+        if project is not None:
+            return name in project.called_names()
+        return any(
+            isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == name
+            for n in ast.walk(ix.tree)
+        )
 
     def record_of(self, node: ast.AST) -> str | None:
         """The record a value is a field of (:func:`_record_of`), through one assignment.
