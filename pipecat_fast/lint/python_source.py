@@ -582,8 +582,11 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
     nodes_first: list[tuple[ast.List, int]] = []
     opening_tasks: set[int] = set()
     combined: set[int] = set()
+    later_nodes = _later_flow_nodes(tree)
     for node in ast.walk(tree):
         pair = _flows_role_and_task(node)
+        if pair is not None and id(node) in later_nodes:
+            pair = None  # its task messages join the context after the conversation so far
         if pair is not None:
             # A Pipecat Flows node's role messages are followed by its task messages: on the
             # first node nothing comes between them, so the task text is what a value at
@@ -592,7 +595,9 @@ def find_sinks(tree: ast.Module, project=None) -> list[Sink]:
             ast.copy_location(joined, pair[0])
             nodes_first.append((joined, len(pair[0].elts)))
             combined.add(id(pair[0]))
-            opening_tasks.update(id(e) for e in pair[1].elts)
+            # Only the first task message follows the role messages directly; a second
+            # one is a message added after them.
+            opening_tasks.add(id(pair[1].elts[0]))
         if isinstance(node, ast.Call):
             lists = [k.value for k in node.keywords if k.arg in APPENDED_MESSAGE_KEYWORDS]
             if _call_name(node) in ("add_messages", "extend"):
@@ -836,10 +841,10 @@ def _appended_after_system(tree: ast.Module) -> set[int]:
                 name = node.func.value.id
                 _opening(firsts, name, node.lineno, _role(node.args[0]))
                 later.append((name, node.lineno, node.args[0]))
-            elif _inserted_after_first(node):
-                # `context.messages.insert(1, {...})`: at least the opening message comes
-                # before it, whatever else the list holds.
-                out.add(id(node.args[1]))
+            elif (message := _inserted_after_first(node, fn)) is not None:
+                # `context.messages.insert(1, {...})`, `.insert(len(messages) - 1, msg)`: at
+                # least the opening message comes before it, whatever else the list holds.
+                out.add(id(message))
         for name, line, message in later:
             first = firsts.get(name)
             if first is not None and first[1] == "system" and line > first[0]:
@@ -847,19 +852,51 @@ def _appended_after_system(tree: ast.Module) -> set[int]:
     return out
 
 
-def _inserted_after_first(node: ast.AST) -> bool:
-    """``msgs.insert(i, {"role": ..., "content": ...})`` at a fixed index of 1 or more."""
+def _inserted_after_first(node: ast.AST, fn: ast.AST) -> ast.Dict | None:
+    """The message ``msgs.insert(i, message)`` puts after the opening one, if it does.
+
+    The index a constant of 1 or more, or counted from the list's end (``len(msgs) - 1``,
+    a name set from ``len(...)``); the message a dict literal or a name ``fn`` assigns one.
+    """
     if not (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "insert"
         and len(node.args) == 2
-        and isinstance(node.args[1], ast.Dict)
-        and message_content(node.args[1]) is not None
     ):
-        return False
-    index = node.args[0]
-    return isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 1
+        return None
+    index, message = node.args
+    if isinstance(message, ast.Name):
+        dicts = [
+            a.value
+            for a in ast.walk(fn)
+            if isinstance(a, ast.Assign)
+            and isinstance(a.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id == message.id for t in a.targets)
+        ]
+        message = dicts[-1] if len(dicts) == 1 else None
+    if not isinstance(message, ast.Dict) or message_content(message) is None:
+        return None
+    if isinstance(index, ast.Constant):
+        return message if type(index.value) is int and index.value >= 1 else None
+    return message if _counted_from_end(index, fn) else None
+
+
+def _counted_from_end(index: ast.AST, fn: ast.AST) -> bool:
+    """``len(msgs) - 1``, or a name some assignment in ``fn`` sets from ``len(...)``."""
+    exprs = [index]
+    if isinstance(index, ast.Name):
+        exprs += [
+            a.value
+            for a in ast.walk(fn)
+            if isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == index.id for t in a.targets)
+        ]
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"
+        for e in exprs
+        for n in ast.walk(e)
+    )
 
 
 def _opening(firsts: dict[str, tuple[int, str]], name: str, line: int, role: str) -> None:
@@ -903,6 +940,83 @@ def _messages_after_system(tree: ast.Module) -> set[int]:
                         and stmt.lineno < node.lineno
                     ):
                         out.add(id(stmt.value))
+    return out
+
+
+def _later_flow_nodes(tree: ast.Module) -> set[int]:
+    """Pipecat Flows nodes the module shows are not the first (``id`` of each node).
+
+    The first node is the one given to ``flow_manager.initialize(node)``, or set with
+    ``set_node`` right after ``initialize()`` in the same function; a node built in a
+    function that is not how the first node is made is reached by a transition, and by
+    default its messages are appended to the context, after the conversation so far. With
+    no ``initialize`` call in view, nothing is known (every node may open the context).
+    """
+    firsts: set[str] = set()
+    known = False
+    for fn in [tree, *(n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS))]:
+        body = list(ast.walk(fn)) if fn is tree else _own_nodes(fn)
+        inits = [
+            n
+            for n in body
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "initialize"
+            and "flow" in words(ast.unparse(n.func.value))
+        ]
+        if fn is tree:
+            known = bool(inits)
+            continue
+        for init in inits:
+            firsts.update(_node_builders(init.args[:1]))
+            for n in body:
+                if (
+                    isinstance(n, ast.Call)
+                    and _call_name(n) == "set_node"
+                    and n.lineno >= init.lineno
+                    and "flow" in words(ast.unparse(n.func))
+                ):
+                    firsts.update(_node_builders(n.args[1:2] or n.args[:1]))
+    if not known or not firsts:
+        return set()
+    out: set[int] = set()
+    for fn in (n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)):
+        if fn.name in firsts:
+            continue
+        for n in _own_nodes(fn):
+            if _flows_role_and_task(n) is not None:
+                out.add(id(n))
+    return out
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's body, not those of functions nested in it."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (*_FUNCTIONS, ast.Lambda, ast.ClassDef)):
+            continue
+        out.append(n)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _node_builders(args: list[ast.expr]) -> set[str]:
+    """Names of what makes the node passed (``create_initial_node(...)``, ``await f()``)."""
+    out: set[str] = set()
+    for a in args:
+        if isinstance(a, ast.Await):
+            a = a.value
+        if isinstance(a, ast.Call):
+            name = _call_name(a)
+            if name:
+                out.add(name)
+        elif isinstance(a, ast.Name):
+            out.add(a.id)
     return out
 
 
