@@ -1686,6 +1686,131 @@ def _context_inserts(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
     return out
 
 
+def _front_inserts(tree: ast.Module, index: ModuleIndex) -> list[Finding]:
+    """CB104 for a frame processor that inserts a message it builds per turn at index 0.
+
+    ``messages.insert(self._memory_position, message)`` in a ``FrameProcessor`` whose
+    ``memory_position`` parameter defaults to 0 (or a literal 0): the new message goes in
+    front of the system prompt on every request, so nothing after it is ever cached.
+    """
+    out: list[Finding] = []
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        methods = {m.name for m in cls.body if isinstance(m, _FUNCTIONS)}
+        if "process_frame" not in methods:
+            continue
+        for fn in (m for m in cls.body if isinstance(m, _FUNCTIONS)):
+            for node in _own_nodes(fn):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "insert"
+                    and len(node.args) == 2
+                    and _front_index(node.args[0], index)
+                    and _built_message(node.args[1], fn)
+                ):
+                    continue
+                line, col = index.line_col(node)
+                out.append(
+                    Finding(
+                        rule="CB104",
+                        severity=grade(Frequency.REQUEST, Position.EARLY),
+                        message=(
+                            f"`{cls.name}` inserts a message it builds for each turn at index 0 "
+                            f"of the context (`{shorten(ast.unparse(node), 60)}`): in front of "
+                            "the system prompt and the conversation, so no request shares a "
+                            "cached prefix with the one before."
+                        ),
+                        line=line,
+                        col=col,
+                        frequency=Frequency.REQUEST,
+                        position=Position.EARLY,
+                        estimated=True,
+                        evidence=shorten(ast.unparse(node), 60),
+                        fix=(
+                            "Insert it after the conversation (just before the latest user "
+                            "message) or into the latest user message; keep the system prompt "
+                            "first."
+                        ),
+                    )
+                )
+    return out
+
+
+def _front_index(expr: ast.AST, index: ModuleIndex) -> bool:
+    """An insert index that is 0.
+
+    A literal, or ``self.x`` set from a parameter defaulting to 0 (also inside
+    ``max(0, min(self.x, len(msgs)))``).
+    """
+    if isinstance(expr, ast.Constant):
+        return type(expr.value) is int and expr.value == 0
+    if isinstance(expr, ast.Name):
+        values = index.resolve_name(expr)
+        if len(values) == 1 and isinstance(values[0], ast.expr):
+            return _front_index(values[0], index)
+        if len(values) == 1 and isinstance(values[0], Param):
+            d = _param_default(values[0])
+            return isinstance(d, ast.Constant) and type(d.value) is int and d.value == 0
+        return False
+    attrs = [
+        n
+        for n in ast.walk(expr)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+    ]
+    if len(attrs) != 1:
+        return False
+    values = index.resolve_self_attr(attrs[0])
+    defaults = []
+    for v in values:
+        if isinstance(v, ast.Name):
+            for r in index.resolve_name(v):
+                if isinstance(r, Param):
+                    defaults.append(_param_default(r))
+    return bool(defaults) and all(
+        isinstance(d, ast.Constant) and type(d.value) is int and d.value == 0 for d in defaults
+    )
+
+
+def _param_default(param: Param) -> ast.AST | None:
+    args = getattr(param.function, "args", None)
+    if args is None:
+        return None
+    positional = args.posonlyargs + args.args
+    if param.arg in positional:
+        i = positional.index(param.arg) - (len(positional) - len(args.defaults))
+        return args.defaults[i] if i >= 0 else None
+    if param.arg in args.kwonlyargs:
+        return args.kw_defaults[args.kwonlyargs.index(param.arg)]
+    return None
+
+
+def _built_message(expr: ast.AST, fn: ast.AST) -> bool:
+    """A message dict (or a name ``fn`` assigns one) whose content is not a literal."""
+    if isinstance(expr, ast.Name):
+        dicts = [
+            a.value
+            for a in ast.walk(fn)
+            if isinstance(a, (ast.Assign, ast.AnnAssign))
+            and isinstance(a.value, ast.Dict)
+            and any(
+                isinstance(t, ast.Name) and t.id == expr.id
+                for t in (a.targets if isinstance(a, ast.Assign) else [a.target])
+            )
+        ]
+        expr = dicts[-1] if len(dicts) == 1 else None
+    if not isinstance(expr, ast.Dict):
+        return False
+    keys = {
+        k.value: v
+        for k, v in zip(expr.keys, expr.values, strict=True)
+        if isinstance(k, ast.Constant)
+    }
+    content = keys.get("content") if "role" in keys else None  # (the role may be a variable)
+    return content is not None and not is_literal(content)
+
+
 def breakpoint_mode(tree: ast.Module) -> str | None:
     """How the module marks explicit cache breakpoints on the system prompt, if it does.
 
@@ -2655,6 +2780,7 @@ class _ModuleLint:
             )
         found.extend(_tool_swaps(index.tree, index))
         found.extend(_context_inserts(index.tree, index))
+        found.extend(_front_inserts(index.tree, index))
         found.extend(_below_minimum(minimum, self.static_prefixes, found, index))
         found.sort(key=lambda f: (f.line, f.col, -f.severity))
         return found

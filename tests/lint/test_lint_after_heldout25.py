@@ -85,3 +85,32 @@ def test_a_message_inserted_before_the_latest_turn_is_a_later_message():
         "messages.insert(insert_idx, context_msg)", "messages.insert(0, context_msg)"
     )
     assert flagged(lint(module(front)), "CB104")
+
+
+MEMORY = """
+class MemoryProcessor(FrameProcessor):
+    def __init__(self, client, memory_position: int = 0):
+        super().__init__()
+        self._client = client
+        self._memory_position = memory_position
+
+    async def process_frame(self, frame, direction):
+        await super().process_frame(frame, direction)
+        memories = await self._client.recall(frame.context.get_messages()[-1]["content"])
+        self._inject(frame.context, f"Earlier the caller said: {memories}")
+
+    def _inject(self, context, memory_text):
+        messages = context.get_messages()
+        message = {"role": self._role, "content": memory_text}
+        position = max(0, min(self._memory_position, len(messages)))
+        messages.insert(position, message)
+        context.set_messages(messages)
+"""
+
+
+def test_a_processor_inserting_each_turn_s_message_at_index_zero_is_before_the_prompt():
+    found = flagged(lint(module(MEMORY)), "CB104")
+    assert found and found[0].severity.name == "ERROR"
+    # After the opening message, the system prompt stays a cached prefix.
+    after = MEMORY.replace("memory_position: int = 0", "memory_position: int = 1")
+    assert not flagged(lint(module(after)), "CB104")
