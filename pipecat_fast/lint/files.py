@@ -537,8 +537,9 @@ def lint_path(
                 double_only=Path(path).suffix.lower() in DOUBLE_BRACE_EXTS,
             )
     except Exception as e:  # one file's bad luck never stops the run
-        # Reported as CB901; the traceback only at debug level (never on a CI log).
-        logger.opt(exception=True).debug(f"lint: {path}: internal error")
+        # Reported as CB901, with the error's type and text; no traceback, on any log (the
+        # CLI prints none: loguru's default sink shows debug lines).
+        logger.debug(f"lint: {path}: internal error ({type(e).__name__}: {e})")
         return skip(f"internal error, not linted ({type(e).__name__}: {e}); please report it")
     for f in found:
         f.path = path

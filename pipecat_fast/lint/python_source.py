@@ -2428,6 +2428,7 @@ class _ModuleLint:
             if (
                 project is not None
                 and index.path
+                and sink.name
                 and project.unused_import_of(index.path, sink.name)
             ):
                 # A template the modules in view import around and never use.

@@ -177,3 +177,18 @@ def test_an_argument_of_a_bot_started_per_room_is_that_session_s():
     # A menu of a few fixed values is one prompt per choice.
     menu = code.replace('"--topic", default=""', '"--topic", choices=["math", "art"]')
     assert not flagged(lint(module(menu)))
+
+
+def test_a_template_held_under_no_name_in_a_tree_is_still_graded(tmp_path):
+    # (The unused-template check needs a name; a template found by its text alone has none.)
+    topic = '''
+    GUIDE = {
+        "body": """You are a phone agent.
+    The time now is {{current_time}}.
+    BODY_TEXT
+    """,
+    }
+    '''
+    found = _tree(tmp_path, {"topics/common.py": topic, "topics/__init__.py": ""})
+    assert not [f for f in found if f.rule == "CB901"]
+    assert flagged(found, "CB101")

@@ -287,3 +287,28 @@ def test_property_any_bytes_in_any_kind_of_file_give_a_result_not_a_traceback(da
         code, out, err = run([str(path), "--provider", "openai"])
     assert code in (cli.EXIT_OK, cli.EXIT_FINDINGS, cli.EXIT_UNLINTED)
     assert "Traceback" not in out + err and "file(s)" in out
+
+
+def test_an_internal_error_is_a_cb901_line_and_no_traceback_in_the_log(tmp_path, monkeypatch):
+    # (Loguru's default sink prints debug lines on the terminal: the linter's own failure
+    # must reach the log as one line, with no traceback attached.)
+    from loguru import logger
+
+    import pipecat_fast.lint.files as files
+
+    def broken(*_a, **_k):
+        raise TypeError("a bug in a rule")
+
+    monkeypatch.setattr(files, "lint_python_source", broken)
+    path = tmp_path / "bot.py"
+    path.write_text('PROMPT = "You are a helpful assistant."\n', "utf-8")
+    records: list = []
+    sink = logger.add(records.append, level="DEBUG", format="{message}")
+    try:
+        code, out, _err = run([str(path)])
+    finally:
+        logger.remove(sink)
+    assert code == cli.EXIT_UNLINTED
+    assert "CB901" in out and "TypeError: a bug in a rule" in out
+    mine = [r for r in records if "internal error" in r]
+    assert mine and all(r.record["exception"] is None for r in mine)
