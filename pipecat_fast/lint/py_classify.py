@@ -621,7 +621,7 @@ class Classifier:
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 if _names_prompt(key.value):
                     found = _loaded_prompt(found)
-                if not found:
+                if not found and not self._of_business_record(node.value):
                     found = self._by_name(key.value, node)
             elif not self._fixed_table(node.value):
                 # A record looked up by a per-caller key is per-caller too. (Not one of a
@@ -689,6 +689,17 @@ class Classifier:
             ]
             return clocks + others
         return _plain(found)
+
+    def _of_business_record(self, receiver: ast.AST) -> bool:
+        """Whether ``receiver`` is a parameter read as the business's record."""
+        if not isinstance(receiver, ast.Name):
+            return False
+        values = self.ix(receiver).resolve_name(receiver)
+        return (
+            len(values) == 1
+            and isinstance(values[0], Param)
+            and _business_record(values[0].function, receiver.id)
+        )
 
     def _fixed_table(self, node: ast.AST) -> bool:
         """Whether ``node`` is a dict literal of fixed texts, by name or by a key into one.
@@ -1361,6 +1372,8 @@ class Classifier:
             if isinstance(key, str) and names_deployment(key):
                 return []  # `metadata.get("agent_id")`: which configured agent (see above)
             if isinstance(key, str) and not receiver:
+                if self._of_business_record(func.value):
+                    return []
                 return self._by_name(key, node)
         if attr in _PASS_THROUGH_METHODS:
             return [
@@ -1597,6 +1610,39 @@ def _typed_clock(arg: ast.arg) -> list[Source]:
     return [Source("CB101", freq, arg, what, sample=ClockValue(probe))]
 
 
+def _record_keys(fn: ast.AST, name: str) -> list[str]:
+    """The constant keys read off ``name`` in ``fn`` (``name["k"]``, ``name.get("k")``)."""
+    keys: list[str] = []
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+            and isinstance(node.slice, ast.Constant)
+        ):
+            keys.append(node.slice.value)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            keys.append(node.args[0].value)
+    return [k for k in keys if isinstance(k, str)]
+
+
+def _business_record(fn: ast.AST, name: str) -> bool:
+    """A record its function reads the business's own fields off (``ctx["companyName"]``).
+
+    Its contact fields (``ctx.get("contactEmail")``) are the business's, set per
+    deployment or tenant, not the caller's.
+    """
+    return any((w := words(k)) and names_business(w[0]) for k in _record_keys(fn, name))
+
+
 def _caller_record(param: Param) -> list[Source]:
     """A parameter its function reads caller fields off (``data["contact_number"]``).
 
@@ -1604,6 +1650,8 @@ def _caller_record(param: Param) -> list[Source]:
     fields (``data.get("objective")``) are that call's too.
     """
     fn, name = param.function, param.arg.arg
+    if _business_record(fn, name):
+        return []
     for node in ast.walk(fn):
         key = None
         if (

@@ -114,3 +114,16 @@ def test_a_processor_inserting_each_turn_s_message_at_index_zero_is_before_the_p
     # After the opening message, the system prompt stays a cached prefix.
     after = MEMORY.replace("memory_position: int = 0", "memory_position: int = 1")
     assert not flagged(lint(module(after)), "CB104")
+
+
+def test_contact_fields_of_a_record_read_for_the_company_are_the_business_s():
+    code = """
+    def build_system_prompt(ctx: dict) -> str:
+        return f'''You are the customer service agent for {ctx['companyName']}.
+    Contact email: {ctx.get('contactEmail', 'N/A')}
+    BODY_TEXT'''
+    """
+    assert not flagged(lint(module(code)))
+    # A record read only for the caller's fields is the caller's.
+    caller = code.replace("{ctx['companyName']}", "the clinic")
+    assert flagged(lint(module(caller)), "CB103")
